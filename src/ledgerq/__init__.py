@@ -1,0 +1,1 @@
+"""ledgerq: a distributed job queue whose SQL database is the truth."""

@@ -1,0 +1,64 @@
+"""JSON payload codec with a size cap and a depth cap; pickle is never used."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ledgerq.core import errors
+
+DEFAULT_MAX_BYTES = 256 * 1024
+DEFAULT_MAX_DEPTH = 32
+
+
+class PayloadCodec:
+    """Encodes job arguments and results as compact JSON and refuses what cannot travel."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH):
+        self.max_bytes = max_bytes
+        self.max_depth = max_depth
+
+    def encode(self, value: Any) -> str:
+        """Return ``value`` as JSON text; raise ``PayloadError`` if it is not JSON,
+        nested deeper than ``max_depth`` or larger than ``max_bytes`` once encoded."""
+        _check_depth(value, self.max_depth)
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise errors.PayloadError(f"job arguments must be JSON: {exc}") from None
+        size = len(text.encode("utf-8"))
+        if size > self.max_bytes:
+            raise errors.PayloadError(
+                f"payload of {size} bytes exceeds the cap of {self.max_bytes} bytes"
+            )
+        return text
+
+    def decode(self, text: str) -> Any:
+        """Parse stored JSON text; raise ``PayloadError`` if it is not JSON."""
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise errors.PayloadError(f"stored payload is not JSON: {exc}") from None
+
+    def encode_args(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> str:
+        """Encode positional and keyword arguments as ``{"args": [...], "kwargs": {...}}``."""
+        return self.encode({"args": list(args), "kwargs": kwargs})
+
+    def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
+        """Inverse of ``encode_args``."""
+        value = self.decode(text)
+        if not isinstance(value, dict):
+            raise errors.PayloadError("stored arguments are not an object")
+        return list(value.get("args", [])), dict(value.get("kwargs", {}))
+
+
+def _check_depth(value: Any, limit: int) -> None:
+    # Iterative so a hostile, deeply nested value cannot blow the interpreter's stack.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                raise errors.PayloadError(f"payload is nested deeper than {limit} levels")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)

@@ -1,0 +1,88 @@
+"""The ledgerq error tree; every error ledgerq raises descends from ``LedgerqError``.
+
+    LedgerqError
+    ├── ConfigError            settings that cannot work (bad URL, unknown key, bad value)
+    ├── StoreError
+    │   ├── StoreUnavailable   the database cannot be reached
+    │   ├── JobNotFound        no job with that id
+    │   ├── StaleClaim         a fenced write of a job this worker no longer owns
+    │   └── InvalidTransition  the job's state does not allow the requested move
+    ├── TransportError         the transport (e.g. Redis) failed; the worker degrades to polling
+    ├── LeaseLost              a lock or lease expired while held
+    ├── TaskNotRegistered      no task of that name in the application's registry
+    ├── AppNotFound            ``--app module:attribute`` does not name a LedgerQ application
+    └── InvalidJob             a job request was rejected before anything was stored
+        ├── PayloadError       arguments are not JSON, too large or too deep
+        ├── InvalidQueueName   the queue name breaks the naming rule
+        └── InvalidSchedule    negative or absurd delay / run_at
+"""
+
+from __future__ import annotations
+
+
+class LedgerqError(Exception):
+    """Root of every error ledgerq raises on purpose."""
+
+
+class ConfigError(LedgerqError):
+    """Settings that cannot work; raised once, at start."""
+
+
+class StoreError(LedgerqError):
+    """The job store failed or refused an operation."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached or answered with an operational error."""
+
+
+class JobNotFound(StoreError):
+    """No job with the given id exists."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"no job with id {job_id}")
+        self.job_id = job_id
+
+
+class StaleClaim(StoreError):
+    """A fenced write was refused: the worker no longer owns this attempt of the job."""
+
+
+class InvalidTransition(StoreError):
+    """The job's current state does not allow the requested operation."""
+
+
+class TransportError(LedgerqError):
+    """The transport failed; correctness never depends on it."""
+
+
+class LeaseLost(LedgerqError):
+    """A lease or lock expired or was taken over while held."""
+
+
+class TaskNotRegistered(LedgerqError):
+    """No task of that name is registered with the application."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown task {name!r}: it is not registered with this application")
+        self.name = name
+
+
+class AppNotFound(LedgerqError):
+    """The ``--app`` / ``LEDGERQ_APP`` reference does not resolve to an application."""
+
+
+class InvalidJob(LedgerqError):
+    """A job request was rejected before anything was stored."""
+
+
+class PayloadError(InvalidJob):
+    """Job arguments are not JSON-serialisable, too large, or nested too deep."""
+
+
+class InvalidQueueName(InvalidJob):
+    """A queue name that breaks the naming rule."""
+
+
+class InvalidSchedule(InvalidJob):
+    """A negative or absurd delay, or an unusable run_at."""

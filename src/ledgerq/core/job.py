@@ -1,0 +1,143 @@
+"""The job as the ledger records it (``Job``) and as a producer asks for it (``NewJob``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ledgerq.core import errors
+from ledgerq.core.states import JobState
+
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+#: A delay longer than this is almost certainly a unit mistake (ms passed as s).
+MAX_DELAY_SECONDS = 366 * 24 * 3600.0
+
+
+def check_queue_name(name: str) -> str:
+    """Return ``name`` if it is a valid queue name, else raise ``InvalidQueueName``."""
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise errors.InvalidQueueName(
+            f"invalid queue name {name!r}: use 1-64 letters, digits, '_', '-', '.' or ':',"
+            " starting with a letter or digit"
+        )
+    return name
+
+
+def check_delay(delay_seconds: float) -> float:
+    """Return ``delay_seconds`` if it is a sane delay, else raise ``InvalidSchedule``."""
+    if not isinstance(delay_seconds, int | float) or delay_seconds != delay_seconds:
+        raise errors.InvalidSchedule(f"delay must be a number of seconds, got {delay_seconds!r}")
+    if delay_seconds < 0:
+        raise errors.InvalidSchedule(f"delay must not be negative, got {delay_seconds}")
+    if delay_seconds > MAX_DELAY_SECONDS:
+        raise errors.InvalidSchedule(
+            f"delay of {delay_seconds:.0f} s is more than a year; pass run_at for far dates"
+        )
+    return float(delay_seconds)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated request to create a job; ``args_json`` is already encoded and capped."""
+
+    task: str
+    queue: str
+    args_json: str
+    priority: int = 0
+    max_attempts: int = 3
+    delay_seconds: float = 0.0
+    run_at: datetime | None = None
+    dedupe_key: str | None = None
+    timeout_seconds: float | None = None
+    held: bool = False
+
+    @property
+    def initial_state(self) -> JobState:
+        """The state the job is stored in."""
+        if self.held:
+            return JobState.HELD
+        if self.run_at is not None or self.delay_seconds > 0:
+            return JobState.SCHEDULED
+        return JobState.QUEUED
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One row of the ledger. ``attempt`` is the fencing token of the current claim."""
+
+    id: int
+    queue: str
+    task: str
+    args_json: str
+    priority: int
+    state: JobState
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    dedupe_key: str | None = None
+    worker_id: str | None = None
+    timeout_seconds: float | None = None
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    finished_at: datetime | None = None
+    result_json: str | None = None
+    error_json: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Job:
+        """Build a Job from a mapping of column name to value (datetimes made aware UTC)."""
+
+        def when(name: str) -> datetime | None:
+            value = row.get(name)
+            return as_utc(value) if isinstance(value, datetime) else None
+
+        return cls(
+            id=int(row["id"]),
+            queue=row["queue"],
+            task=row["task"],
+            args_json=row["args"],
+            priority=int(row["priority"]),
+            state=JobState(row["state"]),
+            attempt=int(row["attempt"]),
+            max_attempts=int(row["max_attempts"]),
+            run_at=when("run_at") or datetime.now(UTC),
+            created_at=when("created_at") or datetime.now(UTC),
+            dedupe_key=row.get("dedupe_key"),
+            worker_id=row.get("worker_id"),
+            timeout_seconds=row.get("timeout_seconds"),
+            started_at=when("started_at"),
+            heartbeat_at=when("heartbeat_at"),
+            lease_expires_at=when("lease_expires_at"),
+            finished_at=when("finished_at"),
+            result_json=row.get("result"),
+            error_json=row.get("error"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The fencing key of one running attempt: writes apply only while it still holds."""
+
+    job_id: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """What an enqueue produced: the job id, and whether an unfinished duplicate already held
+    the dedupe key (then ``job_id`` is that existing job's and nothing new was stored)."""
+
+    job_id: int
+    duplicate: bool = False

@@ -1,0 +1,1 @@
+"""The SQL ledger over SQLAlchemy Core: the only package that imports sqlalchemy."""

@@ -1,0 +1,75 @@
+"""Turns a database URL into a configured SQLAlchemy engine, per dialect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from ledgerq.core import errors
+
+_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+    "sqlite": "sqlite",
+}
+
+
+def normalize_url(url: str) -> sa.URL:
+    """Parse ``url`` and pick ledgerq's driver when the URL names none."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise errors.ConfigError(f"invalid database URL {url!r}: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend not in _DRIVERS:
+        raise errors.ConfigError(
+            f"unsupported database {backend!r}: use sqlite, postgresql, mysql or mariadb"
+        )
+    if "+" not in parsed.drivername:
+        parsed = parsed.set(drivername=_DRIVERS[backend])
+    if parsed.get_backend_name() in ("mysql", "mariadb"):
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    return parsed
+
+
+def create_engine(url: str, *, pool_size: int = 10) -> sa.Engine:
+    """Create an engine for ``url`` with ledgerq's per-dialect settings applied."""
+    parsed = normalize_url(url)
+    backend = parsed.get_backend_name()
+    options: dict[str, Any] = {"pool_pre_ping": True}
+    if backend == "sqlite":
+        options["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    else:
+        options["pool_size"] = pool_size
+        options["max_overflow"] = pool_size
+    if backend in ("mysql", "mariadb"):
+        # READ COMMITTED avoids the gap locks that make SKIP LOCKED claims deadlock.
+        options["isolation_level"] = "READ COMMITTED"
+    engine = sa.create_engine(parsed, **options)
+    if backend == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: sa.Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control from pysqlite so BEGIN IMMEDIATE below is ours.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        # Take the write lock up front: a deferred transaction that reads and then writes can
+        # fail with SQLITE_BUSY instead of waiting, which would make claims flaky.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,329 @@
+"""SqlJobStore: the JobStore port over SQLAlchemy Core, for SQLite, PostgreSQL and MySQL.
+
+Every write of a running job is fenced on ``(id, attempt, state = 'running')`` and reports per
+job whether it applied; that is what keeps a zombie worker from overwriting a new owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ledgerq.core import errors
+from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
+from ledgerq.core.ports import Completion
+from ledgerq.core.states import FINISHED, UNFINISHED, WAITING, JobState
+from ledgerq.store.dialects import Dialect, dialect_for
+from ledgerq.store.tables import jobs
+
+S = JobState
+_running = jobs.c.state == S.RUNNING.value
+
+
+def _fence(claim_id: str = "claim_id", claim_attempt: str = "claim_attempt") -> sa.ColumnElement[bool]:
+    return sa.and_(
+        jobs.c.id == sa.bindparam(claim_id),
+        jobs.c.attempt == sa.bindparam(claim_attempt),
+        _running,
+    )
+
+
+class SqlJobStore:
+    """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.dialect: Dialect = dialect_for(engine.dialect.name)
+        d = self.dialect
+        self._delay = sa.bindparam("delay_s", type_=sa.Float)
+        self._finish_stmt = (
+            sa.update(jobs)
+            .where(_fence())
+            .values(
+                state=sa.bindparam("new_state"),
+                result=sa.bindparam("new_result"),
+                error=sa.bindparam("new_error"),
+                finished_at=d.now(),
+                lease_expires_at=None,
+            )
+        )
+        self._retry_stmt = (
+            sa.update(jobs)
+            .where(_fence())
+            .values(
+                state=S.FAILED.value,
+                error=sa.bindparam("new_error"),
+                run_at=d.now_plus(sa.bindparam("retry_delay", type_=sa.Float)),
+                lease_expires_at=None,
+            )
+        )
+        self._heartbeat_stmt = (
+            sa.update(jobs)
+            .where(_fence())
+            .values(
+                heartbeat_at=d.now(),
+                lease_expires_at=d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
+            )
+        )
+        self._requeue_stmt = (
+            sa.update(jobs)
+            .where(_fence())
+            .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
+        )
+
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.OperationalError as exc:
+            raise errors.StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+
+    @contextmanager
+    def _in(self, connection: object | None) -> Iterator[Connection]:
+        """Use the caller's connection (their transaction decides) or a fresh transaction."""
+        if connection is None:
+            with self._begin() as conn:
+                yield conn
+        elif isinstance(connection, Connection):
+            yield connection
+        else:
+            raise TypeError("tx must be a SQLAlchemy Connection or a LedgerQ transaction")
+
+    # -- producer side -------------------------------------------------------------------
+
+    def _row(self, job: NewJob) -> dict[str, Any]:
+        return {
+            "queue": job.queue,
+            "task": job.task,
+            "args": job.args_json,
+            "priority": job.priority,
+            "state": job.initial_state.value,
+            "max_attempts": job.max_attempts,
+            "dedupe_key": job.dedupe_key,
+            "timeout_seconds": job.timeout_seconds,
+        }
+
+    def _values(self, job: NewJob) -> dict[str, Any]:
+        """Values for a single-row insert: times are SQL expressions of the database clock."""
+        row = self._row(job)
+        row["created_at"] = self.dialect.now()
+        if job.run_at is not None:
+            row["run_at"] = self.dialect.bind_time(as_utc(job.run_at))
+        else:
+            row["run_at"] = self.dialect.now_plus(sa.literal(job.delay_seconds, sa.Float))
+        return row
+
+    def insert_jobs(
+        self, new_jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
+        """Insert jobs; plain ones in one bulk statement, deduplicated ones one by one."""
+        results: dict[int, EnqueueResult] = {}
+        plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
+        with self._in(connection) as conn:
+            if plain:
+                ids = self._insert_bulk(conn, [j for _, j in plain])
+                results.update({i: EnqueueResult(job_id) for (i, _), job_id in zip(plain, ids, strict=True)})
+            for i, job in enumerate(new_jobs):
+                if job.dedupe_key is not None:
+                    results[i] = self._insert_deduplicated(conn, job)
+            ready = {j.queue for j in new_jobs if j.initial_state is S.QUEUED}
+            if ready:
+                self.dialect.notify(conn, ready)
+        return [results[i] for i in range(len(new_jobs))]
+
+    def _insert_bulk(self, conn: Connection, new_jobs: Sequence[NewJob]) -> list[int]:
+        d = self.dialect
+        ids: list[int] = []
+        timed = [j for j in new_jobs if j.run_at is not None]
+        if timed:
+            # Rare: explicit run_at. Insert one by one to keep the common path a single statement.
+            for job in new_jobs:
+                stmt = sa.insert(jobs).values(self._values(job)).returning(jobs.c.id)
+                ids.append(int(conn.execute(stmt).scalar_one()))
+            return ids
+        stmt = (
+            sa.insert(jobs)
+            .values(created_at=d.now(), run_at=d.now_plus(self._delay))
+            .returning(jobs.c.id, sort_by_parameter_order=True)
+        )
+        params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+        return [int(i) for i in conn.execute(stmt, params).scalars()]
+
+    def _insert_deduplicated(self, conn: Connection, job: NewJob) -> EnqueueResult:
+        # Two tries: the holder of the key may finish between our insert and our lookup.
+        for _ in range(2):
+            job_id = self.dialect.insert_unless_duplicate(conn, self._values(job))
+            if job_id is not None:
+                return EnqueueResult(job_id)
+            existing = conn.execute(
+                sa.select(jobs.c.id).where(jobs.c.dedupe_active == job.dedupe_key)
+            ).scalar()
+            if existing is not None:
+                return EnqueueResult(int(existing), duplicate=True)
+        raise errors.StoreError(f"could not insert job with dedupe key {job.dedupe_key!r}")
+
+    # -- worker side -----------------------------------------------------------------------
+
+    def claim_jobs(
+        self, *, queues: Sequence[str], worker_id: str, limit: int, lease_seconds: float
+    ) -> list[Job]:
+        """Atomically move up to ``limit`` due queued jobs to running (priority, then age)."""
+        d = self.dialect
+        picked = (
+            sa.select(jobs.c.id)
+            .where(jobs.c.state == S.QUEUED.value, jobs.c.queue.in_(list(queues)))
+            .where(jobs.c.run_at <= d.now())
+            .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
+            .limit(limit)
+        )
+        values = {
+            "state": S.RUNNING.value,
+            "attempt": jobs.c.attempt + 1,
+            "worker_id": worker_id,
+            "started_at": d.now(),
+            "heartbeat_at": d.now(),
+            "lease_expires_at": d.now_plus(sa.literal(lease_seconds, sa.Float)),
+            "finished_at": None,
+        }
+        with self._begin() as conn:
+            rows = d.claim(conn, picked, values)
+        claimed = [Job.from_row(r) for r in rows]
+        claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return claimed
+
+    def stage_due_jobs(self, *, limit: int = 1000) -> int:
+        """Move scheduled and failed jobs whose run_at has come to queued."""
+        d = self.dialect
+        due = (
+            sa.select(jobs.c.id)
+            .where(jobs.c.state.in_([s.value for s in WAITING]), jobs.c.run_at <= d.now())
+            .limit(limit)
+        )
+        with self._begin() as conn:
+            if d.name == "sqlite":
+                ids = list(conn.execute(due).scalars())
+            else:
+                ids = list(conn.execute(due.with_for_update(skip_locked=True)).scalars())
+            if not ids:
+                return 0
+            stmt = (
+                sa.update(jobs)
+                .where(jobs.c.id.in_(ids), jobs.c.state.in_([s.value for s in WAITING]))
+                .values(state=S.QUEUED.value)
+            )
+            staged = conn.execute(stmt).rowcount
+            queues = conn.execute(sa.select(jobs.c.queue).where(jobs.c.id.in_(ids)).distinct())
+            d.notify(conn, set(queues.scalars()))
+        return int(staged)
+
+    def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
+        """Write a group of outcomes in one transaction; one bool per item (fenced)."""
+        applied: list[bool] = []
+        with self._begin() as conn:
+            for c in completions:
+                fence = {"claim_id": c.claim.job_id, "claim_attempt": c.claim.attempt}
+                if c.state is S.FAILED:
+                    params = {**fence, "new_error": c.error_json, "retry_delay": c.retry_delay_seconds}
+                    applied.extend(d for d in self.dialect.update_many(conn, self._retry_stmt, [params]))
+                else:
+                    params = {
+                        **fence,
+                        "new_state": c.state.value,
+                        "new_result": c.result_json,
+                        "new_error": c.error_json,
+                    }
+                    applied.extend(self.dialect.update_many(conn, self._finish_stmt, [params]))
+        return applied
+
+    def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
+        """Extend the lease of running attempts; one bool per claim (fenced)."""
+        params = [
+            {"claim_id": c.job_id, "claim_attempt": c.attempt, "lease_s": lease_seconds}
+            for c in claims
+        ]
+        with self._begin() as conn:
+            self.dialect.relax_durability(conn)
+            return self.dialect.update_many(conn, self._heartbeat_stmt, params)
+
+    def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:
+        """Put running attempts back to queued; one bool per claim (fenced)."""
+        params = [{"claim_id": c.job_id, "claim_attempt": c.attempt} for c in claims]
+        with self._begin() as conn:
+            applied = self.dialect.update_many(conn, self._requeue_stmt, params)
+            queues = conn.execute(
+                sa.select(jobs.c.queue).where(jobs.c.id.in_([c.job_id for c in claims])).distinct()
+            )
+            self.dialect.notify(conn, set(queues.scalars()))
+        return applied
+
+    # -- inspection and operator actions ---------------------------------------------------
+
+    def get_job(self, job_id: int) -> Job:
+        """Return the job or raise ``JobNotFound``."""
+        with self._begin() as conn:
+            row = conn.execute(sa.select(*jobs.c).where(jobs.c.id == job_id)).mappings().first()
+        if row is None:
+            raise errors.JobNotFound(job_id)
+        return Job.from_row(row)
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Return the newest jobs matching every given filter."""
+        stmt = sa.select(*jobs.c).order_by(jobs.c.id.desc()).limit(limit)
+        if state is not None:
+            stmt = stmt.where(jobs.c.state == state.value)
+        if queue is not None:
+            stmt = stmt.where(jobs.c.queue == queue)
+        if task is not None:
+            stmt = stmt.where(jobs.c.task == task)
+        with self._begin() as conn:
+            return [Job.from_row(r) for r in conn.execute(stmt).mappings()]
+
+    def cancel_job(self, job_id: int) -> Job:
+        """Cancel an unfinished job. A running one is cancelled in the ledger; its worker's
+        fenced completion is then refused."""
+        return self._move(job_id, S.CANCELLED, from_states=UNFINISHED)
+
+    def retry_job(self, job_id: int) -> Job:
+        """Queue a failed, dead or cancelled job again, due now."""
+        return self._move(job_id, S.QUEUED, from_states=FINISHED - {S.SUCCEEDED} | {S.FAILED})
+
+    def _move(self, job_id: int, target: JobState, *, from_states: frozenset[JobState]) -> Job:
+        d = self.dialect
+        values: dict[str, Any] = {"state": target.value, "lease_expires_at": None}
+        if target is S.QUEUED:
+            values.update(run_at=d.now(), finished_at=None, worker_id=None)
+        else:
+            values.update(finished_at=d.now())
+        with self._begin() as conn:
+            stmt = (
+                sa.update(jobs)
+                .where(jobs.c.id == job_id, jobs.c.state.in_([s.value for s in from_states]))
+                .values(values)
+            )
+            if conn.execute(stmt).rowcount == 0:
+                state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
+                if state is None:
+                    raise errors.JobNotFound(job_id)
+                raise errors.InvalidTransition(f"job {job_id} is {state}: it cannot become {target.value}")
+            if target is S.QUEUED:
+                queue = conn.execute(sa.select(jobs.c.queue).where(jobs.c.id == job_id)).scalar_one()
+                d.notify(conn, {queue})
+        return self.get_job(job_id)
+
+    def count_jobs(self) -> dict[tuple[str, JobState], int]:
+        """Number of jobs per (queue, state)."""
+        stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(jobs.c.queue, jobs.c.state)
+        with self._begin() as conn:
+            return {(q, JobState(s)): int(n) for q, s, n in conn.execute(stmt)}

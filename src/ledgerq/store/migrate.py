@@ -1,0 +1,59 @@
+"""Runs and reports Alembic migrations (``ledgerq db migrate`` / ``ledgerq db status``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from ledgerq.core import errors
+from ledgerq.store.migrations.env_settings import VERSION_TABLE
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationStatus:
+    """Where a database stands: its revision and the newest one this ledgerq knows."""
+
+    current: str | None
+    head: str
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether no migration is pending."""
+        return self.current == self.head
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", "ledgerq.store:migrations")
+    return config
+
+
+def migrate(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
+    """Upgrade the database to ``revision`` (the newest by default) and return the status."""
+    config = _config()
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    except sa.exc.OperationalError as exc:
+        raise errors.StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+    return status(engine)
+
+
+def status(engine: sa.Engine) -> MigrationStatus:
+    """Return the database's current revision and the head revision."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    assert head is not None
+    try:
+        with engine.connect() as conn:
+            current = MigrationContext.configure(
+                conn, opts={"version_table": VERSION_TABLE}
+            ).get_current_revision()
+    except sa.exc.OperationalError as exc:
+        raise errors.StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+    return MigrationStatus(current=current, head=head)

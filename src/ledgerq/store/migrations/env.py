@@ -1,0 +1,19 @@
+"""Alembic environment: runs ledgerq's migrations on the connection migrate.py hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from ledgerq.store.tables import metadata
+
+from ledgerq.store.migrations.env_settings import VERSION_TABLE
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    version_table=VERSION_TABLE,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()
