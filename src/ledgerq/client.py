@@ -1,0 +1,109 @@
+"""Client: the producer-side facade. Validates job requests, inserts them, and looks jobs up."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.job import EnqueueResult, Job, NewJob, check_delay, check_queue_name
+from ledgerq.core.ports import JobStore, Transport
+from ledgerq.core.states import JobState
+from ledgerq.core.tasks import TaskRegistry, TaskSpec
+
+MAX_PRIORITY = 32767
+
+
+class Client:
+    """Enqueue, inspect, cancel and retry jobs. Holds no connection of its own."""
+
+    def __init__(
+        self, store: JobStore, transport: Transport, registry: TaskRegistry, codec: PayloadCodec
+    ) -> None:
+        self.store = store
+        self._transport = transport
+        self._registry = registry
+        self._codec = codec
+
+    def build(
+        self,
+        task: str | TaskSpec,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay: float = 0.0,
+        run_at: datetime | None = None,
+        dedupe_key: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        held: bool = False,
+    ) -> NewJob:
+        """Validate one job request; raise an ``InvalidJob`` subclass or ``TaskNotRegistered``."""
+        spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
+        check_delay(delay)
+        if priority is not None and not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+            raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {priority}")
+        if max_attempts is not None and max_attempts < 1:
+            raise errors.InvalidJob(f"max_attempts must be at least 1, got {max_attempts}")
+        if timeout is not None and timeout <= 0:
+            raise errors.InvalidJob(f"timeout must be positive, got {timeout}")
+        if dedupe_key is not None and not 0 < len(dedupe_key) <= 255:
+            raise errors.InvalidJob("dedupe_key must be 1 to 255 characters")
+        if run_at is not None and delay:
+            raise errors.InvalidSchedule("give either delay or run_at, not both")
+        return NewJob(
+            task=spec.name,
+            queue=check_queue_name(queue or spec.queue),
+            args_json=self._codec.encode_args(tuple(args), kwargs or {}),
+            priority=spec.priority if priority is None else priority,
+            max_attempts=spec.retry.max_attempts if max_attempts is None else max_attempts,
+            delay_seconds=delay,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            timeout_seconds=timeout,
+            held=held,
+        )
+
+    def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[EnqueueResult]:
+        """Insert ``jobs`` in one bulk write. With ``tx`` (a connection inside the caller's
+        transaction) the jobs exist only if that transaction commits."""
+        results = self.store.insert_jobs(jobs, connection=tx)
+        if tx is None:
+            # Only after the rows committed; a transport failure never fails the enqueue.
+            by_queue: dict[str, list[int]] = {}
+            for job, result in zip(jobs, results, strict=True):
+                if not result.duplicate and job.initial_state is JobState.QUEUED:
+                    by_queue.setdefault(job.queue, []).append(result.job_id)
+            for queue, ids in by_queue.items():
+                try:
+                    self._transport.push(queue=queue, job_ids=ids)
+                except errors.TransportError:
+                    pass  # the job is in the ledger; the reconciler re-sends hints
+        return results
+
+    def get(self, job_id: int) -> Job:
+        """Return the job or raise ``JobNotFound``."""
+        return self.store.get_job(job_id)
+
+    def list(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Newest jobs first, filtered by every given argument."""
+        return self.store.list_jobs(state=state, queue=queue, task=task, limit=limit)
+
+    def cancel(self, job_id: int) -> Job:
+        """Cancel a job that has not finished."""
+        return self.store.cancel_job(job_id)
+
+    def retry(self, job_id: int) -> Job:
+        """Run a failed, dead or cancelled job again now."""
+        return self.store.retry_job(job_id)

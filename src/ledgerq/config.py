@@ -1,0 +1,128 @@
+"""Settings: read once at start from arguments, ``LEDGERQ_*`` variables and ``.env``; the only
+module that reads the environment. Unknown ``LEDGERQ_*`` variables are errors."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ledgerq.core import errors
+from ledgerq.core.job import check_queue_name
+
+ENV_PREFIX = "LEDGERQ_"
+# Variables of ledgerq's own test suite and tools, not settings.
+_NOT_SETTINGS = ("LEDGERQ_TEST_", "LEDGERQ_SOAK", "LEDGERQ_BENCH_")
+
+
+class Settings(BaseSettings):
+    """Every setting, with its unit in the name or the docstring."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="forbid", frozen=True
+    )
+
+    app: str | None = None
+    """The application whose tasks run, as ``module:attribute``. Defaults to none."""
+    database_url: SecretStr = SecretStr("sqlite:///ledgerq.db")
+    """SQLAlchemy URL of the ledger. Defaults to ``sqlite:///ledgerq.db``."""
+    redis_url: SecretStr | None = None
+    """Redis URL of the transport; unset means the ``dbpoll`` driver. Defaults to unset."""
+    namespace: str = "ledgerq"
+    """Prefix of every Redis key; separates environments. Defaults to ``ledgerq``."""
+    queues: tuple[str, ...] = ("default",)
+    """Queues a worker takes jobs from, comma-separated in the environment."""
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    """Jobs one worker process runs at once. Defaults to 8."""
+    batch_size: int = Field(default=32, ge=1, le=1000)
+    """Most jobs claimed per round trip. Defaults to 32."""
+    poll_interval: float = Field(default=1.0, gt=0, le=60)
+    """Seconds between polls of an idle worker (LISTEN/NOTIFY wakes it earlier). Defaults to 1."""
+    heartbeat_interval: float = Field(default=5.0, gt=0)
+    """Seconds between heartbeats of running jobs. Defaults to 5."""
+    worker_ttl: float = Field(default=15.0, gt=0)
+    """Seconds without heartbeat after which a worker and its leases count as lost. Defaults to 15."""
+    worker_health_check_interval: float = Field(default=30.0, gt=0)
+    """Seconds between a worker's health-check records. Defaults to 30."""
+    failover_check_interval: float = Field(default=5.0, gt=0)
+    """Seconds between checks for lost workers. Defaults to 5."""
+    stuck_after: float = Field(default=900.0, gt=0)
+    """Seconds without heartbeat or progress before a running job counts as stuck. Defaults to 900."""
+    requeue_after: float = Field(default=60.0, gt=0)
+    """Seconds a queued job may wait before its id is sent again. Defaults to 60."""
+    retention_succeeded: float = Field(default=7 * 86400.0, gt=0)
+    """Seconds succeeded jobs are kept. Defaults to 7 days."""
+    retention_failed: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds dead and cancelled jobs are kept. Defaults to 30 days."""
+    shutdown_grace: float = Field(default=30.0, ge=0)
+    """Seconds a stopping worker lets in-flight jobs finish before putting them back. Defaults to 30."""
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    """Connections per process in the database pool. Defaults to 10."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Least severe log level shown. Defaults to INFO."""
+    log_format: Literal["json", "text"] = "text"
+    """``json`` for machines, ``text`` for people. Defaults to text."""
+    api_token: SecretStr | None = None
+    """Bearer token of the admin API. Defaults to unset."""
+    max_payload_bytes: int = Field(default=256 * 1024, ge=64, le=64 * 1024 * 1024)
+    """Largest encoded job arguments, in bytes. Defaults to 262144."""
+
+    @field_validator("queues", mode="before")
+    @classmethod
+    def _split_queues(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [q.strip() for q in value.split(",") if q.strip()]
+        return value
+
+    @field_validator("queues")
+    @classmethod
+    def _check_queues(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one queue is needed")
+        for name in value:
+            check_queue_name(name)
+        return value
+
+    def masked(self) -> dict[str, Any]:
+        """Every setting, with secrets (passwords in URLs, tokens) replaced by ``***``."""
+        shown: dict[str, Any] = {}
+        for name, value in self.model_dump().items():
+            if isinstance(value, SecretStr):
+                shown[name] = _mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
+            else:
+                shown[name] = list(value) if isinstance(value, tuple) else value
+        return shown
+
+
+def _mask_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build Settings (arguments win over the environment) or raise ``ConfigError``."""
+    unknown = sorted(
+        key
+        for key in os.environ
+        if key.startswith(ENV_PREFIX)
+        and not key.startswith(_NOT_SETTINGS)
+        and key[len(ENV_PREFIX) :].lower() not in Settings.model_fields
+    )
+    if unknown:
+        raise errors.ConfigError(f"unknown setting(s) in the environment: {', '.join(unknown)}")
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise errors.ConfigError(f"invalid settings: {problems}") from None
+    except errors.LedgerqError as exc:
+        raise errors.ConfigError(str(exc)) from None

@@ -1,0 +1,1 @@
+"""Long-running worker services; they see only core and get ports through constructors."""

@@ -1,0 +1,102 @@
+"""Completer: writes finished attempts to the ledger in groups, not one transaction per job."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.ports import Completion, JobStore
+
+log = structlog.get_logger("ledgerq.completer")
+
+MAX_GROUP = 500
+
+
+class Completer:
+    """Collects completions from executor threads and flushes them as one fenced group write.
+
+    A group is flushed as soon as the writer is free, so under light load each completion is
+    written at once and under heavy load many share one transaction. ``on_written`` gets each
+    completion with whether the fenced write applied. A database outage is retried with
+    backoff; nothing is dropped.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        on_written: Callable[[Sequence[tuple[Completion, bool]]], None],
+    ) -> None:
+        self._store = store
+        self._on_written = on_written
+        self._inbox: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="ledgerq-completer", daemon=True)
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    def add(self, completion: Completion) -> None:
+        """Queue one completion for the next group write."""
+        with self._cond:
+            self._pending += 1
+        self._inbox.put(completion)
+
+    def flush(self, timeout: float) -> bool:
+        """Block until every queued completion is written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Write what is queued, then stop."""
+        self._inbox.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._inbox.get()
+            group: list[Completion] = []
+            if first is None:
+                stopping = True
+            else:
+                group.append(first)
+            while len(group) < MAX_GROUP:
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                group.append(item)
+            if group:
+                self._write(group)
+
+    def _write(self, group: list[Completion]) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                applied = self._store.complete_jobs(group)
+                break
+            except errors.StoreError as exc:
+                log.warning("completion write failed; retrying", error=str(exc), jobs=len(group))
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+        for completion, ok in zip(group, applied, strict=True):
+            if not ok:
+                log.warning(
+                    "stale completion refused",
+                    job_id=completion.claim.job_id,
+                    attempt=completion.claim.attempt,
+                )
+        self._on_written(list(zip(group, applied, strict=True)))
+        with self._cond:
+            self._pending -= len(group)
+            self._cond.notify_all()

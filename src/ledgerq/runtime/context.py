@@ -1,0 +1,55 @@
+"""JobContext: what a running handler knows about its job, and whether it still owns it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from ledgerq.core.job import Claim, Job
+
+
+@dataclass(slots=True)
+class JobContext:
+    """Passed as the first argument to every task handler.
+
+    ``owns_job`` turns False when a fenced heartbeat was refused (the job was cancelled,
+    failed over or re-claimed): a long job should check it before side effects that cannot be
+    repeated. ``stop_requested`` is set when the worker shuts down or the job timed out.
+    """
+
+    job: Job
+    _lost: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def job_id(self) -> int:
+        """The job's id."""
+        return self.job.id
+
+    @property
+    def attempt(self) -> int:
+        """This run's attempt number (1 for the first run); also the fencing token."""
+        return self.job.attempt
+
+    @property
+    def claim(self) -> Claim:
+        """The (id, attempt) pair every write of this run is fenced on."""
+        return Claim(self.job.id, self.job.attempt)
+
+    @property
+    def owns_job(self) -> bool:
+        """Whether this run still owns the job in the ledger, as of the last heartbeat."""
+        return not self._lost.is_set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether the worker asked running jobs to wind down."""
+        return self._stop.is_set()
+
+    def mark_lost(self) -> None:
+        """Record that the ledger refused this run's fenced write."""
+        self._lost.set()
+
+    def request_stop(self) -> None:
+        """Ask the handler to wind down."""
+        self._stop.set()

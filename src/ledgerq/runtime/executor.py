@@ -1,0 +1,256 @@
+"""Executor: runs claimed jobs on a pool of threads (async handlers on one event loop) and
+enforces per-job timeouts. The only place that catches a broad ``Exception`` (user code)."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import heapq
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.ports import Completion
+from ledgerq.core.retry import RetryPolicy
+from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.runtime import outcomes
+from ledgerq.runtime.context import JobContext
+
+log = structlog.get_logger("ledgerq.executor")
+
+#: How long a timed-out sync job gets to unwind before its thread is written off and replaced.
+ABANDON_AFTER_SECONDS = 1.0
+
+
+class JobTimeout(BaseException):
+    """Raised inside a sync handler's thread when its job passes its timeout. A BaseException,
+    so handler code that catches ``Exception`` cannot swallow it."""
+
+
+@dataclass(eq=False)
+class _Run:
+    ctx: JobContext
+    spec: TaskSpec | None
+    thread_id: int = 0
+    started: float = 0.0
+    finished: bool = False
+    timed_out: bool = False
+    in_handler: bool = False
+    unwound: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Executor:
+    """A fixed number of execution slots. ``submit`` hands a job to a free slot; every finished
+    attempt is reported exactly once through ``on_complete``."""
+
+    def __init__(
+        self,
+        *,
+        registry: TaskRegistry,
+        codec: PayloadCodec,
+        concurrency: int,
+        on_complete: Callable[[Completion], None],
+    ) -> None:
+        self._registry = registry
+        self._codec = codec
+        self._concurrency = concurrency
+        self._on_complete = on_complete
+        self._inbox: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
+        self._busy = 0
+        self._cond = threading.Condition()
+        self._deadlines: list[tuple[float, int, _Run]] = []
+        self._seq = itertools.count()
+        self._stopped = False
+        self._loop = asyncio.new_event_loop()
+        self._threads: list[threading.Thread] = []
+        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="ledgerq-async", daemon=True)
+        self._monitor = threading.Thread(target=self._watch_deadlines, name="ledgerq-timeouts", daemon=True)
+
+    def start(self) -> None:
+        """Start the slot threads, the event loop and the timeout monitor."""
+        self._loop_thread.start()
+        self._monitor.start()
+        for _ in range(self._concurrency):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        thread = threading.Thread(target=self._serve, name="ledgerq-exec", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    @property
+    def busy(self) -> int:
+        """Slots currently running a job."""
+        return self._busy
+
+    def free_slots(self) -> int:
+        """Slots that could take a job now."""
+        with self._cond:
+            return max(self._concurrency - self._busy, 0)
+
+    def wait_for_free_slot(self, timeout: float) -> int:
+        """Block until at least one slot is free (or ``timeout``); return the free count."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._busy < self._concurrency or self._stopped, timeout)
+            return max(self._concurrency - self._busy, 0)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no slot is busy; False if ``timeout`` passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._busy == 0, timeout)
+
+    def submit(self, ctx: JobContext) -> None:
+        """Run ``ctx.job`` in a free slot (the caller checked ``free_slots``)."""
+        spec = self._registry.get(ctx.job.task) if ctx.job.task in self._registry else None
+        with self._cond:
+            self._busy += 1
+        self._inbox.put(_Run(ctx=ctx, spec=spec))
+
+    def stop(self) -> None:
+        """Stop the slot threads once their current job ends, and the event loop."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        for _ in self._threads:
+            self._inbox.put(None)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    # -- running one job ------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            run = self._inbox.get()
+            if run is None:
+                return
+            run.thread_id = threading.get_ident()
+            run.started = time.monotonic()
+            timeout = self._timeout_of(run)
+            if timeout is not None and not (run.spec and run.spec.is_async):
+                with self._cond:
+                    heapq.heappush(self._deadlines, (run.started + timeout, next(self._seq), run))
+                    self._cond.notify_all()
+            try:
+                completion = self._execute(run, timeout)
+            except JobTimeout:
+                self._leave_handler(run)
+                completion = None  # the monitor already recorded the timeout
+            run.unwound.set()
+            self._finish(run, completion)
+            if run.timed_out and threading.current_thread() not in self._threads:
+                return  # this thread was written off and replaced while it hung
+
+    def _timeout_of(self, run: _Run) -> float | None:
+        job_timeout = run.ctx.job.timeout_seconds
+        if job_timeout is not None:
+            return job_timeout
+        return run.spec.timeout_seconds if run.spec else None
+
+    def _execute(self, run: _Run, timeout: float | None) -> Completion:
+        job = run.ctx.job
+        policy = run.spec.retry if run.spec else RetryPolicy()
+        if run.spec is None:
+            exc = errors.TaskNotRegistered(job.task)
+            return outcomes.failed(job, policy, "unknown_task", None, str(exc))
+        try:
+            args, kwargs = self._codec.decode_args(job.args_json)
+            if run.spec.is_async:
+                coro = run.spec.fn(run.ctx, *args, **kwargs)
+                future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, timeout), self._loop)
+                value = future.result()
+            else:
+                value = self._call_sync(run, args, kwargs)
+            return outcomes.succeeded(job, self._encode_result(value))
+        except TimeoutError as exc:
+            if run.spec.is_async and timeout is not None:
+                return outcomes.failed(job, policy, "timeout", None, f"job exceeded its timeout of {timeout:g} s")
+            return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # user code: record it on the job, never crash the worker
+            return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
+
+    def _call_sync(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        assert run.spec is not None
+        try:
+            with run.lock:
+                run.in_handler = True
+            return run.spec.fn(run.ctx, *args, **kwargs)
+        finally:
+            self._leave_handler(run)
+
+    @staticmethod
+    def _leave_handler(run: _Run) -> None:
+        with run.lock:
+            run.in_handler = False
+            if run.timed_out:
+                # Drop a JobTimeout still pending for this thread so it cannot hit the next job.
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(run.thread_id), None)
+
+    def _encode_result(self, value: Any) -> str | None:
+        return None if value is None else self._codec.encode(value)
+
+    def _finish(self, run: _Run, completion: Completion | None) -> None:
+        with run.lock:
+            if run.finished:
+                return  # the timeout monitor reported this attempt already
+            run.finished = True
+        if completion is not None:
+            self._on_complete(completion)
+        self._release_slot()
+
+    def _release_slot(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+    # -- timeouts ----------------------------------------------------------------------------
+
+    def _watch_deadlines(self) -> None:
+        while True:
+            with self._cond:
+                while not self._deadlines or self._deadlines[0][0] > time.monotonic():
+                    if self._stopped and not self._deadlines:
+                        return
+                    wait = self._deadlines[0][0] - time.monotonic() if self._deadlines else 0.5
+                    self._cond.wait(max(wait, 0.001))
+                _, _, run = heapq.heappop(self._deadlines)
+            self._expire(run)
+
+    def _expire(self, run: _Run) -> None:
+        with run.lock:
+            if run.finished:
+                return
+            run.finished = True
+            run.timed_out = True
+            if run.in_handler:
+                # Interrupts Python code at its next bytecode; a thread blocked in C stays
+                # blocked and is written off below.
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(run.thread_id), ctypes.py_object(JobTimeout)
+                )
+        timeout = self._timeout_of(run) or 0.0
+        policy = run.spec.retry if run.spec else RetryPolicy()
+        message = f"job exceeded its timeout of {timeout:g} s"
+        log.warning("job timed out", job_id=run.ctx.job_id, task=run.ctx.job.task, timeout_s=timeout)
+        self._on_complete(outcomes.failed(run.ctx.job, policy, "timeout", None, message))
+        run.ctx.request_stop()
+        threading.Thread(target=self._write_off, args=(run,), daemon=True).start()
+
+    def _write_off(self, run: _Run) -> None:
+        if run.unwound.wait(ABANDON_AFTER_SECONDS):
+            self._release_slot()
+            return
+        thread = next((t for t in self._threads if t.ident == run.thread_id), None)
+        if thread is not None:
+            # Abandon the hung thread: it leaves the pool, a fresh one takes its slot.
+            log.warning("abandoning hung job thread", job_id=run.ctx.job_id)
+            self._threads.remove(thread)
+            self._spawn()
+        self._release_slot()

@@ -1,0 +1,111 @@
+"""Fetcher: claims due jobs in batches as slots free up, and waits on the transport when idle."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.job import Job
+from ledgerq.core.ports import JobStore, Transport
+from ledgerq.runtime.executor import Executor
+
+log = structlog.get_logger("ledgerq.fetcher")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPolicy:
+    """How the fetcher claims: from which queues, how many per round trip, how often."""
+
+    queues: tuple[str, ...]
+    worker_id: str
+    batch_size: int = 32
+    poll_interval_seconds: float = 1.0
+    lease_seconds: float = 15.0
+    burst: bool = False
+    max_jobs: int | None = None
+
+
+class Fetcher:
+    """Runs on its own thread until stopped, the job budget is spent, or (burst) the queues
+    are empty and every slot is idle."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        transport: Transport,
+        executor: Executor,
+        policy: FetchPolicy,
+        on_claimed: Callable[[Job], None],
+        is_settled: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._transport = transport
+        self._executor = executor
+        self._policy = policy
+        self._on_claimed = on_claimed
+        self._is_settled = is_settled
+        self._stop = threading.Event()
+        self._claimed = 0
+        self._last_stage = 0.0
+        self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
+
+    def stop(self) -> None:
+        """Stop claiming (a blocked wait returns promptly)."""
+        self._stop.set()
+        self._transport.interrupt()
+
+    def run(self) -> None:
+        """The fetch loop."""
+        backoff = 0.1
+        while not self._stop.is_set() and not self._budget_spent():
+            if self._executor.wait_for_free_slot(0.25) == 0:
+                continue
+            try:
+                claimed, asked = self._fetch_once()
+                backoff = 0.1
+            except errors.StoreError as exc:
+                log.warning("claim failed; retrying", error=str(exc), backoff_s=backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if claimed == 0 and asked > 0:
+                if self._policy.burst and self._is_settled():
+                    if self._last_stage_was_fresh():
+                        log.info("burst: queues are empty, stopping")
+                        return
+                    self._last_stage = 0.0  # stage once more before concluding empty
+                    continue
+                wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
+                self._transport.pull(queues=self._policy.queues, timeout=wait)
+
+    def _last_stage_was_fresh(self) -> bool:
+        return time.monotonic() - self._last_stage < 0.05
+
+    def _budget_spent(self) -> bool:
+        return self._policy.max_jobs is not None and self._claimed >= self._policy.max_jobs
+
+    def _fetch_once(self) -> tuple[int, int]:
+        now = time.monotonic()
+        if now - self._last_stage >= self._policy.poll_interval_seconds:
+            self._last_stage = now
+            self._store.stage_due_jobs()
+        limit = min(self._executor.free_slots(), self._policy.batch_size)
+        if self._policy.max_jobs is not None:
+            limit = min(limit, self._policy.max_jobs - self._claimed)
+        if limit <= 0:
+            return 0, 0
+        jobs = self._store.claim_jobs(
+            queues=self._policy.queues,
+            worker_id=self._policy.worker_id,
+            limit=limit,
+            lease_seconds=self._policy.lease_seconds,
+        )
+        self._claimed += len(jobs)
+        for job in jobs:
+            self._on_claimed(job)
+        return len(jobs), limit

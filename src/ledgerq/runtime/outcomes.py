@@ -1,0 +1,41 @@
+"""Turning what a handler did into a Completion: success, retry with backoff, or dead."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from typing import Any
+
+from ledgerq.core.job import Claim, Job
+from ledgerq.core.ports import Completion
+from ledgerq.core.retry import RetryPolicy
+from ledgerq.core.states import JobState
+
+MAX_TRACEBACK_CHARS = 8000
+
+
+def succeeded(job: Job, result_json: str | None) -> Completion:
+    """The attempt finished without error."""
+    return Completion(claim=_claim(job), state=JobState.SUCCEEDED, result_json=result_json)
+
+
+def failed(job: Job, policy: RetryPolicy, kind: str, exc: BaseException | None, message: str) -> Completion:
+    """The attempt failed: retry after the policy's backoff, or ``dead`` when attempts are spent.
+
+    ``kind`` is ``exception``, ``timeout`` or ``unknown_task`` and is stored with the error.
+    """
+    error: dict[str, Any] = {"kind": kind, "message": message, "attempt": job.attempt}
+    if exc is not None:
+        error["type"] = type(exc).__name__
+        text = "".join(traceback.format_exception(exc))
+        error["traceback"] = text[-MAX_TRACEBACK_CHARS:]
+    error_json = json.dumps(error)
+    # The job's own max_attempts (set at enqueue) wins over the task's current default.
+    if job.attempt < job.max_attempts:
+        delay = policy.delay_seconds(job.attempt)
+        return Completion(_claim(job), JobState.FAILED, error_json=error_json, retry_delay_seconds=delay)
+    return Completion(_claim(job), JobState.DEAD, error_json=error_json)
+
+
+def _claim(job: Job) -> Claim:
+    return Claim(job.id, job.attempt)

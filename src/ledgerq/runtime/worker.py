@@ -1,0 +1,184 @@
+"""Worker: one process's services (fetcher, executor, completer, heartbeater) and their
+graceful shutdown, which finishes in-flight jobs within a grace period and puts back the rest."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.job import Job
+from ledgerq.core.ports import Completion, JobStore, Transport
+from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime.completer import Completer
+from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.executor import Executor
+from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
+from ledgerq.runtime.heartbeater import Heartbeater
+
+log = structlog.get_logger("ledgerq.worker")
+
+
+def new_worker_id() -> str:
+    """host:pid:random, so two hosts with the same name never collide."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How one worker process runs. Times are in seconds."""
+
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 8
+    batch_size: int = 32
+    poll_interval_seconds: float = 1.0
+    heartbeat_interval_seconds: float = 5.0
+    lease_seconds: float = 15.0
+    shutdown_grace_seconds: float = 30.0
+    burst: bool = False
+    max_jobs: int | None = None
+
+
+@dataclass
+class WorkerStats:
+    """What this worker did: attempts written per outcome state, and refused stale writes."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    refused: int = 0
+    requeued: int = 0
+
+
+class Worker:
+    """Runs jobs until stopped. ``run()`` blocks; ``request_stop()`` may be called from a
+    signal handler (it only sets flags)."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        transport: Transport,
+        registry: TaskRegistry,
+        codec: PayloadCodec,
+        options: WorkerOptions,
+        worker_id: str | None = None,
+    ) -> None:
+        self.id = worker_id or new_worker_id()
+        self.options = options
+        self.stats = WorkerStats()
+        self._store = store
+        self._transport = transport
+        self._inflight: dict[int, JobContext] = {}
+        self._lock = threading.Lock()
+        self._stop_requested = False
+        self._immediate = False
+        self._completer = Completer(store, self._on_written)
+        self._executor = Executor(
+            registry=registry, codec=codec, concurrency=options.concurrency, on_complete=self._completer.add
+        )
+        policy = FetchPolicy(
+            queues=options.queues,
+            worker_id=self.id,
+            batch_size=options.batch_size,
+            poll_interval_seconds=options.poll_interval_seconds,
+            lease_seconds=options.lease_seconds,
+            burst=options.burst,
+            max_jobs=options.max_jobs,
+        )
+        self._fetcher = Fetcher(store, transport, self._executor, policy, self._on_claimed, self._is_settled)
+        self._heartbeater = Heartbeater(
+            store,
+            self.running_jobs,
+            interval_seconds=options.heartbeat_interval_seconds,
+            lease_seconds=options.lease_seconds,
+        )
+
+    def running_jobs(self) -> list[JobContext]:
+        """Contexts of the jobs this worker holds right now."""
+        with self._lock:
+            return list(self._inflight.values())
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        """Ask for a graceful stop; ``immediate`` skips the grace period. Signal-safe."""
+        self._immediate = self._immediate or immediate
+        self._stop_requested = True
+
+    def run(self) -> WorkerStats:
+        """Run until stopped, the job budget is spent, or (burst) the queues are empty."""
+        log.info("worker starting", worker_id=self.id, queues=list(self.options.queues),
+                 concurrency=self.options.concurrency)
+        self._completer.start()
+        self._executor.start()
+        self._heartbeater.start()
+        self._fetcher.thread.start()
+        # Join in short slices so a signal handler's flag is seen promptly.
+        while self._fetcher.thread.is_alive() and not self._stop_requested:
+            self._fetcher.thread.join(0.05)
+        self._shutdown()
+        return self.stats
+
+    def _shutdown(self) -> None:
+        self._fetcher.stop()
+        self._fetcher.thread.join()
+        grace = 0.0 if self._immediate else self.options.shutdown_grace_seconds
+        if not self._wait_idle(grace):
+            log.warning("grace period over; putting unfinished jobs back", grace_s=grace)
+        self._completer.flush(30.0)
+        self._put_back_unfinished()
+        self._heartbeater.stop()
+        self._executor.stop()
+        self._completer.stop()
+        self._transport.close()
+        log.info("worker stopped", worker_id=self.id, **dict(self.stats.outcomes))
+
+    def _wait_idle(self, grace: float) -> bool:
+        # Slices, so a second signal (immediate) cuts the grace period short.
+        remaining = grace
+        while remaining > 0 and not self._immediate:
+            if self._executor.wait_idle(min(remaining, 0.1)):
+                return True
+            remaining -= 0.1
+        return self._executor.busy == 0
+
+    def _put_back_unfinished(self) -> None:
+        contexts = self.running_jobs()
+        if not contexts:
+            return
+        for ctx in contexts:
+            ctx.request_stop()
+        try:
+            applied = self._store.requeue_jobs([c.claim for c in contexts])
+        except errors.StoreError as exc:
+            # The leases still expire, and the rescuer will requeue these jobs.
+            log.error("could not put jobs back", error=str(exc), jobs=len(contexts))
+            return
+        self.stats.requeued += sum(applied)
+        log.info("unfinished jobs put back to queued", jobs=sum(applied))
+
+    def _on_claimed(self, job: Job) -> None:
+        ctx = JobContext(job)
+        with self._lock:
+            self._inflight[job.id] = ctx
+        self._executor.submit(ctx)
+
+    def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
+        with self._lock:
+            for completion, applied in written:
+                ctx = self._inflight.get(completion.claim.job_id)
+                if ctx is not None and ctx.attempt == completion.claim.attempt:
+                    del self._inflight[completion.claim.job_id]
+                if applied:
+                    self.stats.outcomes[completion.state.value] += 1
+                else:
+                    self.stats.refused += 1
+
+    def _is_settled(self) -> bool:
+        with self._lock:
+            return not self._inflight and self._executor.busy == 0

@@ -1,0 +1,50 @@
+"""PollingTransport (the ``dbpoll`` driver): push is a no-op, pull just waits.
+
+With a Waker (PostgreSQL LISTEN/NOTIFY) an idle worker wakes within milliseconds of an
+enqueue; without one it polls every interval.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from ledgerq.core.ports import Waker
+
+
+class PollingTransport:
+    """The Transport of the ``dbpoll`` driver."""
+
+    def __init__(self, waker: Waker | None = None) -> None:
+        self._waker = waker
+        self._interrupted = threading.Event()
+
+    def push(self, *, queue: str, job_ids: Sequence[int]) -> None:
+        """Nothing to do: the rows themselves are the queue."""
+
+    def pull(self, *, queues: Sequence[str], timeout: float) -> list[int]:
+        """Wait up to ``timeout`` for a wake-up; never returns ids (the claim queries)."""
+        if self._interrupted.is_set():
+            self._interrupted.clear()
+            return []
+        if self._waker is None:
+            self._interrupted.wait(timeout)
+        else:
+            # Wake-ups come from the waker; check the interrupt flag in short slices.
+            remaining = timeout
+            while remaining > 0 and not self._interrupted.is_set():
+                step = min(remaining, 0.25)
+                if self._waker.wait(step):
+                    break
+                remaining -= step
+        self._interrupted.clear()
+        return []
+
+    def interrupt(self) -> None:
+        """Make a blocked ``pull`` return now."""
+        self._interrupted.set()
+
+    def close(self) -> None:
+        """Release the waker's connection."""
+        if self._waker is not None:
+            self._waker.close()
