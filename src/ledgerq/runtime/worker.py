@@ -105,6 +105,11 @@ class Worker:
         with self._lock:
             return list(self._inflight.values())
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a stop was asked for."""
+        return self._stop_requested
+
     def request_stop(self, *, immediate: bool = False) -> None:
         """Ask for a graceful stop; ``immediate`` skips the grace period. Signal-safe."""
         self._immediate = self._immediate or immediate

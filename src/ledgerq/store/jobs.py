@@ -32,6 +32,19 @@ def _fence(claim_id: str = "claim_id", claim_attempt: str = "claim_attempt") -> 
     )
 
 
+_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
+
+
+def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
+    """Turn a driver error into ledgerq's error tree, with a one-line message."""
+    detail = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    if any(marker in detail for marker in _MISSING_TABLE):
+        return errors.StoreError(f"the ledger's tables are missing ({detail}): run `ledgerq db migrate`")
+    if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
+        return errors.StoreUnavailable(f"database unavailable: {detail}")
+    return errors.StoreError(f"database error: {detail}")
+
+
 class SqlJobStore:
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
@@ -80,8 +93,8 @@ class SqlJobStore:
         try:
             with self.engine.begin() as conn:
                 yield conn
-        except sa.exc.OperationalError as exc:
-            raise errors.StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+        except sa.exc.DBAPIError as exc:
+            raise translate_error(exc) from exc
 
     @contextmanager
     def _in(self, connection: object | None) -> Iterator[Connection]:

@@ -10,7 +10,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from ledgerq.core import errors
+from ledgerq.store.jobs import translate_error
 from ledgerq.store.migrations.env_settings import VERSION_TABLE
 
 
@@ -40,8 +40,8 @@ def migrate(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
         with engine.begin() as conn:
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
-    except sa.exc.OperationalError as exc:
-        raise errors.StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+    except sa.exc.DBAPIError as exc:
+        raise translate_error(exc) from exc
     return status(engine)
 
 
@@ -54,6 +54,6 @@ def status(engine: sa.Engine) -> MigrationStatus:
             current = MigrationContext.configure(
                 conn, opts={"version_table": VERSION_TABLE}
             ).get_current_revision()
-    except sa.exc.OperationalError as exc:
-        raise errors.StoreUnavailable(f"database unavailable: {exc.orig}") from exc
+    except sa.exc.DBAPIError as exc:
+        raise translate_error(exc) from exc
     return MigrationStatus(current=current, head=head)

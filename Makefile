@@ -1,0 +1,39 @@
+# The user's entry points. Each target creates .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: demo test bench lint install install-test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+
+## make demo: run a realistic mixed workload on an embedded SQLite file
+demo: install
+	$(BIN)/ledgerq demo
+
+## make test: the whole suite against SQLite, PostgreSQL and MariaDB (services on loopback)
+test: install-test
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+## make bench: ledgerq side by side with the peer queues, as ratios
+bench: install-test
+	$(BIN)/ledgerq bench
+
+## make lint: ruff, mypy and the import-layer contract
+lint: install-test
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

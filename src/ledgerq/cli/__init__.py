@@ -1,0 +1,1 @@
+"""The ``ledgerq`` command line: parses, dispatches, and prints tables or JSON."""

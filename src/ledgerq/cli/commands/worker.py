@@ -1,0 +1,67 @@
+"""``ledgerq worker start``: run a worker process in the foreground until stopped."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+import click
+
+from ledgerq.cli.context import CliContext, pass_cli
+from ledgerq.runtime.worker import Worker
+
+
+@click.group("worker")
+def group() -> None:
+    """Run and manage workers."""
+
+
+@group.command("start")
+@click.option("--queues", "-q", help="Comma-separated queues (default: LEDGERQ_QUEUES).")
+@click.option("--concurrency", "-c", type=click.IntRange(1, 1024), help="Jobs run at once.")
+@click.option("--driver", type=click.Choice(["auto", "dbpoll"]), default="auto", show_default=True,
+              help="Transport: dbpoll polls the database (LISTEN/NOTIFY on PostgreSQL).")
+@click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
+@click.option("--once", is_flag=True, help="Run exactly one job, then exit.")
+@click.option("--grace", type=click.FloatRange(0), help="Seconds in-flight jobs get at shutdown.")
+@click.option("--poll-interval", type=click.FloatRange(0.001), help="Seconds between polls when idle.")
+@pass_cli
+def start(
+    cli: CliContext,
+    queues: str | None,
+    concurrency: int | None,
+    driver: str,
+    burst: bool,
+    once: bool,
+    grace: float | None,
+    poll_interval: float | None,
+) -> int:
+    """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
+    period). Unfinished jobs are put back to ``queued``."""
+    from ledgerq.config import Settings
+
+    app = cli.app(tasks_needed=True)
+    queue_names = Settings._split_queues(queues) if queues else None
+    worker = app.worker(
+        queues=tuple(queue_names) if queue_names else None,
+        concurrency=concurrency,
+        burst=burst or None,
+        max_jobs=1 if once else None,
+        shutdown_grace_seconds=grace,
+        poll_interval_seconds=poll_interval,
+    )
+    _install_signal_handlers(worker)
+    stats = worker.run()
+    if cli.as_json:
+        cli.emit_json({"worker_id": worker.id, "outcomes": dict(stats.outcomes),
+                       "refused": stats.refused, "requeued": stats.requeued})
+    return 0
+
+
+def _install_signal_handlers(worker: Worker) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        # The first signal asks for a graceful stop, the second skips the grace period.
+        worker.request_stop(immediate=worker.stop_requested)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)

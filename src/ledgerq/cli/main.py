@@ -1,0 +1,80 @@
+"""Entry point of ``ledgerq``: global options, command registration and error handling.
+
+A user mistake (bad input, unreachable database, unknown task) prints one line to stderr and
+exits non-zero; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import click
+import structlog
+
+from ledgerq.cli.commands import bench, db, demo, jobs, queue, worker
+from ledgerq.cli.context import CliContext
+from ledgerq.config import load_settings
+from ledgerq.core import errors
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """Route structlog to stderr as text or JSON lines."""
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--app", "app_ref", envvar="LEDGERQ_APP", help="Application as module:attribute.")
+@click.option("--database-url", help="Override LEDGERQ_DATABASE_URL.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
+@click.version_option(package_name="ledgerq")
+@click.pass_context
+def cli(ctx: click.Context, app_ref: str | None, database_url: str | None, as_json: bool, verbose: bool) -> None:
+    """ledgerq: a job queue whose SQL database is the truth."""
+    settings = load_settings(app=app_ref, database_url=database_url, log_level="DEBUG" if verbose else None)
+    configure_logging(settings.log_level, settings.log_format)
+    ctx.obj = CliContext(settings=settings, as_json=as_json)
+
+
+for group in (db.group, worker.group, jobs.group, queue.group):
+    cli.add_command(group)
+cli.add_command(demo.command)
+cli.add_command(bench.command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code (0 ok, 1 error, 2 usage)."""
+    try:
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="ledgerq", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except errors.LedgerqError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Rendering jobs and counts for people (rich) and machines (JSON-ready dicts)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from rich.table import Table
+
+from ledgerq.core.job import Job
+from ledgerq.core.states import JobState
+
+
+def job_dict(job: Job) -> dict[str, Any]:
+    """A job as plain JSON-ready data."""
+    return {
+        "id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "state": job.state.value,
+        "priority": job.priority,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "args": json.loads(job.args_json),
+        "run_at": job.run_at.isoformat(),
+        "created_at": job.created_at.isoformat(),
+        "started_at": job.started_at.isoformat() if job.started_at else None,
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "worker_id": job.worker_id,
+        "dedupe_key": job.dedupe_key,
+        "result": json.loads(job.result_json) if job.result_json else None,
+        "error": json.loads(job.error_json) if job.error_json else None,
+    }
+
+
+def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
+    """A compact table of jobs, newest first."""
+    table = Table(title=title)
+    for column in ("id", "task", "queue", "state", "attempt", "run_at", "error"):
+        table.add_column(column, overflow="fold")
+    for job in jobs:
+        error = json.loads(job.error_json)["message"] if job.error_json else ""
+        table.add_row(
+            str(job.id), job.task, job.queue, job.state.value,
+            f"{job.attempt}/{job.max_attempts}", job.run_at.strftime("%Y-%m-%d %H:%M:%S"), error[:60],
+        )
+    return table
+
+
+def counts_table(counts: dict[tuple[str, JobState], int]) -> Table:
+    """Jobs per queue and state."""
+    table = Table(title="jobs per queue and state")
+    table.add_column("queue")
+    states = list(JobState)
+    for state in states:
+        table.add_column(state.value, justify="right")
+    for queue in sorted({q for q, _ in counts}):
+        table.add_row(queue, *(str(counts.get((queue, s), 0)) for s in states))
+    return table
