@@ -33,13 +33,18 @@ class Parts:
 
     def close(self) -> None:
         """Release every pooled connection."""
-        self.store.engine.dispose()
+        self.store.dispose()
 
 
 def build_parts(settings: Settings) -> Parts:
     """Create the store and codec of ``settings`` (the engine connects lazily)."""
-    engine = create_engine(settings.database_url.get_secret_value(), pool_size=settings.db_pool_size)
-    return Parts(store=SqlJobStore(engine), codec=PayloadCodec(max_bytes=settings.max_payload_bytes))
+    url = settings.database_url.get_secret_value()
+    engine = create_engine(url, pool_size=settings.db_pool_size)
+    relaxed = None
+    if engine.dialect.name == "postgresql":
+        relaxed = create_engine(url, pool_size=2, relaxed=True)
+    store = SqlJobStore(engine, relaxed)
+    return Parts(store=store, codec=PayloadCodec(max_bytes=settings.max_payload_bytes))
 
 
 def build_transport(settings: Settings, parts: Parts, queues: tuple[str, ...]) -> Transport:

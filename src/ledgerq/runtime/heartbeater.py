@@ -49,8 +49,11 @@ class Heartbeater:
             return 0
         applied = self._store.heartbeat_jobs([c.claim for c in contexts], lease_seconds=self._lease)
         refused = 0
+        # A job that completed while the heartbeat was in flight is refused too; only a job
+        # this worker still holds has really been lost.
+        still_held = {id(c) for c in self._running_jobs()}
         for ctx, ok in zip(contexts, applied, strict=True):
-            if not ok:
+            if not ok and id(ctx) in still_held:
                 refused += 1
                 ctx.mark_lost()
                 log.warning("job no longer owned by this worker", job_id=ctx.job_id, attempt=ctx.attempt)

@@ -24,8 +24,6 @@ class Dialect:
     """Generic SQL; subclasses override what their database does differently or faster."""
 
     name = "generic"
-    #: Whether the claim and heartbeat may skip waiting for the WAL flush (see docs/durability.md).
-    async_commit_sql: str | None = None
 
     def now(self) -> sa.ColumnElement[Any]:
         """The database's current UTC time."""
@@ -38,11 +36,6 @@ class Dialect:
     def bind_time(self, value: Any) -> Any:
         """Adapt an aware UTC datetime for binding (naive UTC where the column has no zone)."""
         return value.replace(tzinfo=None)
-
-    def relax_durability(self, conn: Connection) -> None:
-        """Let the current transaction commit without waiting for the disk, where supported."""
-        if self.async_commit_sql:
-            conn.exec_driver_sql(self.async_commit_sql)
 
     def claim(
         self, conn: Connection, picked: sa.Select[Any], values: dict[str, Any]
@@ -61,6 +54,9 @@ class Dialect:
     def _insert_ignore(self) -> Any:
         raise NotImplementedError
 
+    #: Execution options for a call that is a single statement (atomic on its own).
+    single_statement_options: dict[str, Any] = {}  # noqa: RUF012 - read-only
+
     def update_many(
         self,
         conn: Connection,
@@ -70,6 +66,22 @@ class Dialect:
         """Run a fenced UPDATE once per parameter set, in the caller's transaction."""
         return [conn.execute(stmt, p).rowcount == 1 for p in params]
 
+    def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        """Insert rows (with ``delay_s``) in one statement and return ids in input order, or
+        None to let the caller use SQLAlchemy's portable bulk insert."""
+        return None
+
+    def complete_group(self, conn: Connection, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+        """Write a group of fenced outcomes in one statement, or None for the portable loop.
+        Each param has claim_id, claim_attempt, new_state, new_result, new_error, retry_delay."""
+        return None
+
+    def heartbeat_group(
+        self, conn: Connection, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
+    ) -> list[bool] | None:
+        """Renew leases in one statement, or None for the portable loop."""
+        return None
+
     def notify(self, conn: Connection, queues: set[str]) -> None:
         """Wake idle workers of these queues when the transaction commits (if supported)."""
 
@@ -78,9 +90,6 @@ class PostgresDialect(Dialect):
     """PostgreSQL: SKIP LOCKED, RETURNING, NOTIFY, asynchronous commit for claims."""
 
     name = "postgresql"
-    # A claim or heartbeat lost in a crash is harmless: the job keeps its old attempt and the
-    # fenced completion of the lost attempt is refused. Enqueue and completion stay durable.
-    async_commit_sql = "SET LOCAL synchronous_commit = off"
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.clock_timestamp()
@@ -95,7 +104,6 @@ class PostgresDialect(Dialect):
     def claim(
         self, conn: Connection, picked: sa.Select[Any], values: dict[str, Any]
     ) -> Sequence[RowMapping]:
-        self.relax_durability(conn)
         ids = picked.with_for_update(skip_locked=True).scalar_subquery()
         stmt = sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)
         return conn.execute(stmt).mappings().all()
@@ -103,9 +111,80 @@ class PostgresDialect(Dialect):
     def _insert_ignore(self) -> Any:
         return postgresql.insert(jobs).on_conflict_do_nothing()
 
+    single_statement_options = {"isolation_level": "AUTOCOMMIT"}  # noqa: RUF012
+
+    def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        columns = ("queue", "task", "args", "priority", "state", "max_attempts", "timeout_seconds", "delay_s")
+        arrays = {c: [r[c] for r in rows] for c in columns}
+        # psycopg refuses arrays mixing int and float.
+        for name in ("timeout_seconds", "delay_s"):
+            arrays[name] = [None if v is None else float(v) for v in arrays[name]]
+        # Ids come from the sequence in unnest's order, so ascending ids are in input order.
+        ids = conn.execute(_PG_INSERT, arrays).scalars().all()
+        return sorted(int(i) for i in ids)
+
+    def complete_group(self, conn: Connection, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+        arrays = {
+            "ids": [p["claim_id"] for p in params],
+            "attempts": [p["claim_attempt"] for p in params],
+            "states": [p["new_state"] for p in params],
+            "results": [p["new_result"] for p in params],
+            "errors": [p["new_error"] for p in params],
+            "delays": [float(p["retry_delay"]) for p in params],
+        }
+        done = {(int(i), int(a)) for i, a in conn.execute(_PG_COMPLETE, arrays)}
+        return [(p["claim_id"], p["claim_attempt"]) in done for p in params]
+
+    def heartbeat_group(
+        self, conn: Connection, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
+    ) -> list[bool] | None:
+        beat = {
+            (int(i), int(a))
+            for i, a in conn.execute(
+                _PG_HEARTBEAT, {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds}
+            )
+        }
+        return [(i, a) in beat for i, a in zip(ids, attempts, strict=True)]
+
     def notify(self, conn: Connection, queues: set[str]) -> None:
         for queue in sorted(queues):
             conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, queue)))
+
+
+_PG_INSERT = sa.text(
+    "INSERT INTO jobs (queue, task, args, priority, state, max_attempts, timeout_seconds,"
+    " run_at, created_at)"
+    " SELECT v.queue, v.task, v.args, v.priority, v.state, v.max_attempts, v.timeout_seconds,"
+    " clock_timestamp() + make_interval(secs => v.delay_s), clock_timestamp()"
+    " FROM unnest(CAST(:queue AS text[]), CAST(:task AS text[]), CAST(:args AS text[]),"
+    " CAST(:priority AS smallint[]), CAST(:state AS text[]), CAST(:max_attempts AS int[]),"
+    " CAST(:timeout_seconds AS float8[]), CAST(:delay_s AS float8[]))"
+    " AS v(queue, task, args, priority, state, max_attempts, timeout_seconds, delay_s)"
+    " RETURNING id"
+)
+
+_PG_COMPLETE = sa.text(
+    "UPDATE jobs SET state = v.state,"
+    " result = CASE WHEN v.state = 'failed' THEN jobs.result ELSE v.result END,"
+    " error = v.error,"
+    " finished_at = CASE WHEN v.state = 'failed' THEN NULL ELSE clock_timestamp() END,"
+    " run_at = CASE WHEN v.state = 'failed'"
+    " THEN clock_timestamp() + make_interval(secs => v.delay) ELSE jobs.run_at END,"
+    " lease_expires_at = NULL"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[]), CAST(:states AS text[]),"
+    " CAST(:results AS text[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))"
+    " AS v(id, attempt, state, result, error, delay)"
+    " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
+    " RETURNING jobs.id, jobs.attempt"
+)
+
+_PG_HEARTBEAT = sa.text(
+    "UPDATE jobs SET heartbeat_at = clock_timestamp(),"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8))"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[])) AS v(id, attempt)"
+    " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
+    " RETURNING jobs.id, jobs.attempt"
+)
 
 
 class MysqlDialect(Dialect):

@@ -37,11 +37,22 @@ def normalize_url(url: str) -> sa.URL:
     return parsed
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> sa.Engine:
-    """Create an engine for ``url`` with ledgerq's per-dialect settings applied."""
+def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa.Engine:
+    """Create an engine for ``url`` with ledgerq's per-dialect settings applied.
+
+    ``relaxed`` makes a PostgreSQL engine whose commits do not wait for the WAL flush
+    (``synchronous_commit = off``), for claims and heartbeats only: losing one in a crash is
+    harmless because the fenced completion of a lost attempt is refused.
+    """
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
-    options: dict[str, Any] = {"pool_pre_ping": True}
+    if relaxed and backend == "postgresql":
+        existing = parsed.query.get("options", "")
+        existing = existing if isinstance(existing, str) else " ".join(existing)
+        parsed = parsed.update_query_dict({"options": f"{existing} -csynchronous_commit=off".strip()})
+    # No pre-ping: it costs a round trip per checkout on the hot path. A dropped connection
+    # fails one call (StoreUnavailable), SQLAlchemy discards the pool, and callers retry.
+    options: dict[str, Any] = {"pool_recycle": 3600}
     if backend == "sqlite":
         options["connect_args"] = {"timeout": 30, "check_same_thread": False}
     else:

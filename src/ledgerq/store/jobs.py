@@ -48,9 +48,15 @@ def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
 class SqlJobStore:
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+        """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
+        wait for the disk (see ``engine.create_engine``); everything else uses ``engine``."""
         self.engine = engine
         self.dialect: Dialect = dialect_for(engine.dialect.name)
+        options = self.dialect.single_statement_options
+        self._single_engine = engine.execution_options(**options) if options else engine
+        relaxed = relaxed_engine or engine
+        self._relaxed_engine = relaxed.execution_options(**options) if options else relaxed
         d = self.dialect
         self._delay = sa.bindparam("delay_s", type_=sa.Float)
         self._finish_stmt = (
@@ -88,10 +94,26 @@ class SqlJobStore:
             .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
         )
 
+    def dispose(self) -> None:
+        """Close every pooled connection of both engines."""
+        self.engine.dispose()
+        self._relaxed_engine.engine.dispose() if hasattr(self._relaxed_engine, "engine") else None
+
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
         try:
             with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise translate_error(exc) from exc
+
+    @contextmanager
+    def _single(self, *, relaxed: bool = False) -> Iterator[Connection]:
+        """A transaction for one statement; autocommit where the dialect allows it (one round
+        trip instead of three on PostgreSQL)."""
+        engine = self._relaxed_engine if relaxed else self._single_engine
+        try:
+            with engine.begin() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
             raise translate_error(exc) from exc
@@ -165,6 +187,9 @@ class SqlJobStore:
             .returning(jobs.c.id, sort_by_parameter_order=True)
         )
         params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+        fast = d.insert_plain(conn, params)
+        if fast is not None:
+            return fast
         return [int(i) for i in conn.execute(stmt, params).scalars()]
 
     def _insert_deduplicated(self, conn: Connection, job: NewJob) -> EnqueueResult:
@@ -203,7 +228,8 @@ class SqlJobStore:
             "lease_expires_at": d.now_plus(sa.literal(lease_seconds, sa.Float)),
             "finished_at": None,
         }
-        with self._begin() as conn:
+        # MySQL's claim is several statements and needs a real transaction.
+        with self._begin() if d.name == "mysql" else self._single(relaxed=True) as conn:
             rows = d.claim(conn, picked, values)
         claimed = [Job.from_row(r) for r in rows]
         claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
@@ -236,31 +262,37 @@ class SqlJobStore:
 
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of outcomes in one transaction; one bool per item (fenced)."""
-        applied: list[bool] = []
+        params = [
+            {
+                "claim_id": c.claim.job_id,
+                "claim_attempt": c.claim.attempt,
+                "new_state": c.state.value,
+                "new_result": c.result_json,
+                "new_error": c.error_json,
+                "retry_delay": c.retry_delay_seconds,
+            }
+            for c in completions
+        ]
+        with self._single() as conn:
+            fast = self.dialect.complete_group(conn, params)
+        if fast is not None:
+            return fast
         with self._begin() as conn:
-            for c in completions:
-                fence = {"claim_id": c.claim.job_id, "claim_attempt": c.claim.attempt}
-                if c.state is S.FAILED:
-                    params = {**fence, "new_error": c.error_json, "retry_delay": c.retry_delay_seconds}
-                    applied.extend(d for d in self.dialect.update_many(conn, self._retry_stmt, [params]))
-                else:
-                    params = {
-                        **fence,
-                        "new_state": c.state.value,
-                        "new_result": c.result_json,
-                        "new_error": c.error_json,
-                    }
-                    applied.extend(self.dialect.update_many(conn, self._finish_stmt, [params]))
-        return applied
+            return [
+                conn.execute(self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt, p).rowcount
+                == 1
+                for p in params
+            ]
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""
-        params = [
-            {"claim_id": c.job_id, "claim_attempt": c.attempt, "lease_s": lease_seconds}
-            for c in claims
-        ]
+        ids, attempts = [c.job_id for c in claims], [c.attempt for c in claims]
+        with self._single(relaxed=True) as conn:
+            fast = self.dialect.heartbeat_group(conn, ids, attempts, lease_seconds)
+        if fast is not None:
+            return fast
+        params = [{"claim_id": i, "claim_attempt": a, "lease_s": lease_seconds} for i, a in zip(ids, attempts, strict=True)]
         with self._begin() as conn:
-            self.dialect.relax_durability(conn)
             return self.dialect.update_many(conn, self._heartbeat_stmt, params)
 
     def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:

@@ -1,0 +1,145 @@
+"""ledgerq as one more peer of the harness protocol (see the peers' harness.py): run as
+``python -m ledgerq.benchmark.bench_ledgerq MODE`` with the harness on ``PYTHONPATH`` and the
+ledger in ``LEDGERQ_DATABASE_URL``; prints one JSON line, exactly as ``bench_<peer>.py`` does.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ledgerq.application import Task
+from ledgerq.benchmark import tasks
+from ledgerq.store.engine import create_engine
+
+#: Jobs per ``enqueue_many`` call, as the harness's BULK_CHUNK for every peer's bulk API.
+BULK_CHUNK = 1000
+#: Worker processes per mode, and slots (threads) per process: 2 x 8 = 16 for io.
+WORKER_PROCESSES = 2
+CONCURRENCY = 8
+BULK_LABEL = f"Task.enqueue_many(x{BULK_CHUNK})"
+
+_BACKEND_LABELS = {
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "sqlite": "sqlite",
+    "mysql": "mariadb",
+    "mariadb": "mariadb",
+}
+
+
+def backend_label(url: str) -> str:
+    """``postgresql``, ``sqlite`` or ``mariadb`` for a database URL (driver suffix ignored)."""
+    scheme = url.split(":", 1)[0].split("+", 1)[0]
+    return _BACKEND_LABELS.get(scheme, scheme)
+
+
+BACKEND = backend_label(tasks.app.settings.database_url.get_secret_value())
+NAME = f"ledgerq_{BACKEND}"
+_TASKS: dict[str, Task[..., Any]] = {"noop": tasks.noop_task, "sleep": tasks.sleep_task}
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_CLEAR_SQL = {
+    "postgresql": "TRUNCATE jobs RESTART IDENTITY",
+    "mariadb": "TRUNCATE TABLE jobs",
+    "sqlite": "DELETE FROM jobs",
+}
+
+
+def _create_database() -> None:
+    """Create the bench database if it is missing (PostgreSQL, MariaDB) or its folder (SQLite)."""
+    url = tasks.app.parts.store.engine.url
+    name = url.database or ""
+    if BACKEND == "sqlite":
+        if name and name != ":memory:":
+            Path(name).parent.mkdir(parents=True, exist_ok=True)
+        return
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"bench database name {name!r} must be a plain identifier")
+    admin_db = "postgres" if BACKEND == "postgresql" else None
+    admin = create_engine(url.set(database=admin_db).render_as_string(hide_password=False))
+    try:
+        with admin.connect() as plain:
+            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+            if BACKEND == "postgresql":
+                found = conn.exec_driver_sql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'")
+                if found.scalar() is None:
+                    conn.exec_driver_sql(f"CREATE DATABASE {name}")
+            else:
+                conn.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {name}")
+    finally:
+        admin.dispose()
+
+
+def setup() -> dict[str, Any]:
+    """Create the bench database if missing, then create or upgrade its tables."""
+    _create_database()
+    status = tasks.app.migrate()
+    return {"backend": BACKEND, "revision": status.current}
+
+
+def reset() -> None:
+    """Empty the jobs table (not timed)."""
+    with tasks.app.parts.store.engine.begin() as conn:
+        conn.exec_driver_sql(_CLEAR_SQL[BACKEND])
+
+
+def _connect() -> None:
+    """Open the pool's first connection, so connection set-up stays out of the timed loop."""
+    with tasks.app.parts.store.engine.connect():
+        pass
+
+
+def enqueue_single(kind: str, n: int) -> float:
+    """Enqueue ``n`` jobs one by one (one transaction each); return elapsed seconds."""
+    task = _TASKS[kind]
+    _connect()
+    started = time.perf_counter()
+    for _ in range(n):
+        task.enqueue()
+    return time.perf_counter() - started
+
+
+def enqueue_bulk(kind: str, n: int) -> float:
+    """Enqueue ``n`` jobs with ``enqueue_many`` in calls of 1,000; return elapsed seconds."""
+    task = _TASKS[kind]
+    _connect()
+    started = time.perf_counter()
+    for size in tasks.harness().chunks(n, BULK_CHUNK):
+        task.enqueue_many([()] * size)
+    return time.perf_counter() - started
+
+
+prefill = enqueue_bulk
+
+
+def paced(rate: float, duration: float) -> tuple[int, float]:
+    """Enqueue ``lat`` jobs at ``rate`` per second for ``duration`` seconds."""
+    _connect()
+    count, elapsed = tasks.harness().paced_sync(tasks.lat_task.enqueue, rate, duration)
+    return int(count), float(elapsed)
+
+
+def worker_cmds(mode: str) -> list[list[str]]:
+    """Two ``ledgerq worker start`` processes of 8 slots each, for every mode."""
+    ledgerq = Path(sys.executable).with_name("ledgerq")
+    entry = [str(ledgerq)] if ledgerq.exists() else [sys.executable, "-m", "ledgerq.cli.main"]
+    argv = [
+        *entry,
+        "--app",
+        "ledgerq.benchmark.tasks:app",
+        "worker",
+        "start",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--queues",
+        tasks.QUEUE,
+    ]
+    return [list(argv) for _ in range(WORKER_PROCESSES)]
+
+
+if __name__ == "__main__":
+    tasks.harness().main(sys.modules[__name__])

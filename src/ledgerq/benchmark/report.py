@@ -1,0 +1,321 @@
+"""Pure result handling of ``ledgerq bench``: harness JSON lines in, medians per cell, ledgerq's
+ratio to each peer and the issue's four targets out. No I/O, so every rule here is unit-tested.
+
+Ratios are always oriented so that above 1.0 means ledgerq is better: ledgerq ÷ peer for
+throughput, peer ÷ ledgerq for latency.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The target whose ratios and targets are reported: ledgerq on PostgreSQL.
+REFERENCE = "ledgerq_postgresql"
+#: How every ratio is oriented (shown in the JSON output).
+RATIO_ORIENTATION = "above 1.0 = ledgerq better (throughput ledgerq/peer, latency peer/ledgerq)"
+#: Theoretical ceiling of the io workload: 16 slots / 10 ms, in jobs/s.
+IO_CEILING = 1600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One row of the table: a field of one harness mode's result."""
+
+    key: str
+    mode: str
+    field: str
+    label: str
+    unit: str
+    higher_is_better: bool = True
+    partial_field: str | None = None
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("enqueue_single", "enqueue_single", "rate", "enqueue single", "jobs/s"),
+    Metric("enqueue_bulk", "enqueue_bulk", "rate", "enqueue bulk", "jobs/s"),
+    Metric(
+        "drain",
+        "drain",
+        "rate_from_launch",
+        "drain no-op, launch→last",
+        "jobs/s",
+        partial_field="partial_rate",
+    ),
+    Metric(
+        "drain_first",
+        "drain",
+        "rate_first_to_last",
+        "drain no-op, 1st→last",
+        "jobs/s",
+        partial_field="partial_rate_first_to_cap",
+    ),
+    Metric(
+        "io",
+        "io",
+        "rate_from_launch",
+        "io 10 ms x16, launch→last",
+        "jobs/s",
+        partial_field="partial_rate",
+    ),
+    Metric(
+        "io_first",
+        "io",
+        "rate_first_to_last",
+        "io 10 ms x16, 1st→last",
+        "jobs/s",
+        partial_field="partial_rate_first_to_cap",
+    ),
+    Metric("latency_p50", "latency", "p50_ms", "start latency p50", "ms", higher_is_better=False),
+    Metric("latency_p99", "latency", "p99_ms", "start latency p99", "ms", higher_is_better=False),
+)
+METRIC_BY_KEY = {m.key: m for m in METRICS}
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """The median of one metric over a target's trials; ``note`` says what is unusual."""
+
+    value: float | None
+    trials: tuple[float, ...] = ()
+    note: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return {"value": self.value, "trials": list(self.trials), "note": self.note}
+
+
+def display_name(target: str) -> str:
+    """``ledgerq_postgresql`` -> ``ledgerq/postgresql``; peers keep their names."""
+    return target.replace("ledgerq_", "ledgerq/", 1) if target.startswith("ledgerq_") else target
+
+
+def parse_result_line(stdout: str) -> dict[str, Any] | None:
+    """The harness's result: the last line of ``stdout`` that is a JSON object, or None."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _finite(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and value == value
+        and value not in (float("inf"), float("-inf"))
+    )
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    lines = text.strip().splitlines()
+    return (lines[0] if lines else "")[:limit]
+
+
+def summarize_cell(rows: Sequence[Mapping[str, Any]], metric: Metric) -> Cell:
+    """Median of ``metric`` over ``rows`` (one per trial), falling back to the partial rate."""
+    if not rows:
+        return Cell(None, note="not run")
+    if any("skipped" in r for r in rows):
+        return Cell(None, note="n/a")
+    errors = [str(r["error"]) for r in rows if "error" in r]
+    values = tuple(float(r[metric.field]) for r in rows if _finite(r.get(metric.field)))
+    note = ""
+    if not values and metric.partial_field:
+        values = tuple(
+            float(r[metric.partial_field]) for r in rows if _finite(r.get(metric.partial_field))
+        )
+        note = "partial" if values else ""
+    if not values:
+        return Cell(None, note=f"error: {_first_line(errors[0])}" if errors else "no result")
+    if errors:
+        note = ", ".join(filter(None, [note, f"{len(errors)} of {len(rows)} trials failed"]))
+    if metric.mode == "latency" and any(r.get("completed", 0) < r.get("sent", 0) for r in rows):
+        note = ", ".join(filter(None, [note, "incomplete"]))
+    return Cell(statistics.median(values), values, note)
+
+
+def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Cell]]:
+    """target -> metric key -> Cell, from result rows that carry ``target`` and ``mode``."""
+    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    targets: list[str] = []
+    for row in rows:
+        target = str(row.get("target") or row.get("peer"))
+        if target not in targets:
+            targets.append(target)
+        grouped[(target, str(row.get("mode")))].append(row)
+    modes_run = {mode for _, mode in grouped}
+    return {
+        target: {
+            m.key: summarize_cell(grouped.get((target, m.mode), []), m)
+            for m in METRICS
+            if m.mode in modes_run
+        }
+        for target in targets
+    }
+
+
+def ratio(metric: Metric, ledgerq: float | None, peer: float | None) -> float | None:
+    """ledgerq's ratio to a peer, above 1.0 when ledgerq is better; None if not comparable."""
+    if ledgerq is None or peer is None:
+        return None
+    numerator, denominator = (ledgerq, peer) if metric.higher_is_better else (peer, ledgerq)
+    if denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+def ratios(
+    summary: Mapping[str, Mapping[str, Cell]], reference: str = REFERENCE
+) -> dict[str, dict[str, float | None]]:
+    """peer -> metric key -> ratio of ``reference`` to that peer (ledgerq targets excluded)."""
+    ours = summary.get(reference, {})
+    return {
+        peer: {
+            key: ratio(METRIC_BY_KEY[key], ours.get(key, Cell(None)).value, cell.value)
+            for key, cell in cells.items()
+        }
+        for peer, cells in summary.items()
+        if not peer.startswith("ledgerq_")
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TargetResult:
+    """One of the issue's targets: whether it is met (None: not measured) and by how much."""
+
+    name: str
+    met: bool | None
+    value: float | None
+    threshold: float
+    margin: str
+    detail: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return {
+            "name": self.name,
+            "met": self.met,
+            "value": self.value,
+            "threshold": self.threshold,
+            "margin": self.margin,
+            "detail": self.detail,
+        }
+
+
+def _value(summary: Mapping[str, Mapping[str, Cell]], target: str, key: str) -> float | None:
+    return summary.get(target, {}).get(key, Cell(None)).value
+
+
+def _ratio_target(
+    summary: Mapping[str, Mapping[str, Cell]], name: str, key: str, peer: str, also: str | None
+) -> TargetResult:
+    metric = METRIC_BY_KEY[key]
+    found = ratio(metric, _value(summary, REFERENCE, key), _value(summary, peer, key))
+    if found is None:
+        return TargetResult(
+            name, None, None, 1.0, f"not measured (needs {display_name(REFERENCE)} and {peer})"
+        )
+    detail = ""
+    if also is not None:
+        other = ratio(
+            METRIC_BY_KEY[also], _value(summary, REFERENCE, also), _value(summary, peer, also)
+        )
+        if other is not None:
+            detail = f"{METRIC_BY_KEY[also].label}: {other:.2f}x"
+    return TargetResult(
+        name, found >= 1.0, found, 1.0, f"{found:.2f}x ({(found - 1) * 100:+.0f}%)", detail
+    )
+
+
+def _io_target(summary: Mapping[str, Mapping[str, Cell]]) -> TargetResult:
+    name = "io 10 ms x16 ≥ 90% of 1,600 jobs/s (1st→last)"
+    threshold = 0.9 * IO_CEILING
+    value = _value(summary, REFERENCE, "io_first")
+    if value is None:
+        return TargetResult(name, None, None, threshold, "not measured")
+    share = value / IO_CEILING * 100
+    launch = _value(summary, REFERENCE, "io")
+    detail = f"launch→last: {launch:,.0f} jobs/s = {launch / IO_CEILING:.1%}" if launch else ""
+    margin = f"{value:,.0f} jobs/s = {share:.1f}% ({share - 90:+.1f} points)"
+    return TargetResult(name, value >= threshold, value, threshold, margin, detail)
+
+
+def _latency_target(summary: Mapping[str, Mapping[str, Cell]]) -> TargetResult:
+    name = "start latency p99 ≤ 10 ms (LISTEN/NOTIFY)"
+    value = _value(summary, REFERENCE, "latency_p99")
+    if value is None:
+        return TargetResult(name, None, None, 10.0, "not measured")
+    gap = 10.0 - value
+    margin = f"{value:.1f} ms ({abs(gap):.1f} ms {'under' if gap >= 0 else 'over'})"
+    p50 = _value(summary, REFERENCE, "latency_p50")
+    return TargetResult(
+        name, value <= 10.0, value, 10.0, margin, f"p50: {p50:.1f} ms" if p50 else ""
+    )
+
+
+def evaluate_targets(summary: Mapping[str, Mapping[str, Cell]]) -> list[TargetResult]:
+    """The issue's four targets for ledgerq on PostgreSQL."""
+    return [
+        _ratio_target(
+            summary, "drain ≥ 1.0x pgqueuer (launch→last)", "drain", "pgqueuer", "drain_first"
+        ),
+        _ratio_target(summary, "bulk enqueue ≥ 1.0x pgqueuer", "enqueue_bulk", "pgqueuer", None),
+        _io_target(summary),
+        _latency_target(summary),
+    ]
+
+
+@dataclass
+class Report:
+    """Everything one ``ledgerq bench`` run shows: cells, ratios and targets."""
+
+    summary: dict[str, dict[str, Cell]]
+    ratios: dict[str, dict[str, float | None]]
+    targets: list[TargetResult]
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_rows(
+        cls, rows: Iterable[Mapping[str, Any]], context: Mapping[str, Any] | None = None
+    ) -> Report:
+        """Build the report of a list of harness result rows."""
+        summary = summarize(rows)
+        return cls(summary, ratios(summary), evaluate_targets(summary), dict(context or {}))
+
+    def metrics(self) -> list[Metric]:
+        """The metrics that were measured, in table order."""
+        keys = {k for cells in self.summary.values() for k in cells}
+        return [m for m in METRICS if m.key in keys]
+
+    def as_json(self) -> dict[str, Any]:
+        """Raw medians, ratios and targets as one JSON-ready document."""
+        return {
+            **self.context,
+            "reference": REFERENCE,
+            "ratio_orientation": RATIO_ORIENTATION,
+            "metrics": [
+                {
+                    "key": m.key,
+                    "label": m.label,
+                    "unit": m.unit,
+                    "better": "higher" if m.higher_is_better else "lower",
+                }
+                for m in self.metrics()
+            ],
+            "results": {
+                t: {k: c.as_json() for k, c in cells.items()} for t, cells in self.summary.items()
+            },
+            "ratios": self.ratios,
+            "targets": [t.as_json() for t in self.targets],
+        }
