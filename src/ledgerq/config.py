@@ -4,10 +4,10 @@ module that reads the environment. Unknown ``LEDGERQ_*`` variables are errors.""
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from ledgerq.core import errors
 from ledgerq.core.job import check_queue_name
@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     """Redis URL of the transport; unset means the ``dbpoll`` driver. Defaults to unset."""
     namespace: str = "ledgerq"
     """Prefix of every Redis key; separates environments. Defaults to ``ledgerq``."""
-    queues: tuple[str, ...] = ("default",)
+    queues: Annotated[tuple[str, ...], NoDecode] = ("default",)
     """Queues a worker takes jobs from, comma-separated in the environment."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     """Jobs one worker process runs at once. Defaults to 8."""
@@ -124,5 +124,5 @@ def load_settings(**overrides: Any) -> Settings:
             f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
         )
         raise errors.ConfigError(f"invalid settings: {problems}") from None
-    except errors.LedgerqError as exc:
-        raise errors.ConfigError(str(exc)) from None
+    except (errors.LedgerqError, SettingsError) as exc:
+        raise errors.ConfigError(f"invalid settings: {exc}") from None

@@ -59,7 +59,7 @@ def _create_database() -> None:
         return
     if not _IDENTIFIER.fullmatch(name):
         raise ValueError(f"bench database name {name!r} must be a plain identifier")
-    admin_db = "postgres" if BACKEND == "postgresql" else None
+    admin_db = "postgres" if BACKEND == "postgresql" else ""  # "" = no database; None keeps it
     admin = create_engine(url.set(database=admin_db).render_as_string(hide_password=False))
     try:
         with admin.connect() as plain:

@@ -123,6 +123,9 @@ class Executor:
         for _ in self._threads:
             self._inbox.put(None)
         self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(5)
+        if not self._loop_thread.is_alive():
+            self._loop.close()
 
     # -- running one job ------------------------------------------------------------------
 

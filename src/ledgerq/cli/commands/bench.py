@@ -195,7 +195,7 @@ def _ledgerq_targets(
         with note.status(f"preparing {display_name(target.key)} (create database, migrate)"):
             result = bench.setup(target)
         if "error" in result:
-            first = str(result["error"]).strip().splitlines()[0][:160]
+            first = " ".join(str(result["error"]).split())[:200]
             note.print(f"{display_name(target.key)}: skipped, its setup failed: {first}")
             continue
         ready.append(target)

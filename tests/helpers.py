@@ -1,0 +1,40 @@
+"""Small test helpers: waiting on conditions with a deadline, running a worker in a thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ledgerq import LedgerQ
+from ledgerq.runtime.worker import Worker
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.02) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+@contextmanager
+def running_worker(app: LedgerQ, **options: Any) -> Iterator[Worker]:
+    """Run a worker of ``app`` in a background thread for the duration of the block."""
+    worker = app.worker(**options)
+    thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.request_stop(immediate=True)
+        thread.join(30)
+        assert not thread.is_alive(), "worker did not stop"

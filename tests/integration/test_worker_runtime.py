@@ -1,0 +1,219 @@
+"""The worker end to end, in-process, on every backend: retries, timeouts, async tasks,
+fencing, graceful stop and transactional enqueue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ledgerq import JobContext, JobState, LedgerQ
+from ledgerq.core.job import Claim
+from tests.helpers import running_worker, wait_until
+
+S = JobState
+FAST = {"poll_interval_seconds": 0.05, "concurrency": 4}
+
+
+@pytest.fixture
+def app(database_url: str) -> Iterator[LedgerQ]:
+    application = LedgerQ(database_url=database_url)
+    yield application
+    application.close()
+
+
+def state_of(app: LedgerQ, job_id: int) -> JobState:
+    return app.jobs.get(job_id).state
+
+
+def test_retries_follow_the_backoff_and_end_dead(app: LedgerQ) -> None:
+    starts: list[float] = []
+
+    @app.task(max_attempts=3, retry_backoff=0.3)
+    def flaky(ctx: JobContext) -> None:
+        starts.append(time.monotonic())
+        raise ValueError(f"boom on attempt {ctx.attempt}")
+
+    job_id = flaky.enqueue().job_id
+    with running_worker(app, **FAST):
+        wait_until(lambda: state_of(app, job_id) is S.DEAD)
+    job = app.jobs.get(job_id)
+    error = json.loads(job.error_json or "{}")
+    assert job.attempt == 3 and len(starts) == 3
+    assert error["kind"] == "exception" and error["type"] == "ValueError" and "attempt 3" in error["message"]
+    # Backoff 0.3 s then 0.6 s, each within ±25 % jitter: the waits are at least that long.
+    first_gap, second_gap = starts[1] - starts[0], starts[2] - starts[1]
+    assert first_gap >= 0.3 * 0.75 and second_gap >= 0.6 * 0.75
+
+
+def test_a_failing_job_that_recovers_succeeds_with_its_result(app: LedgerQ) -> None:
+    @app.task(max_attempts=5, retry_backoff=0.01)
+    def recovers(ctx: JobContext, x: int) -> int:
+        if ctx.attempt < 3:
+            raise RuntimeError("not yet")
+        return x * 2
+
+    job_id = recovers.enqueue(21).job_id
+    with running_worker(app, **FAST):
+        wait_until(lambda: state_of(app, job_id) is S.SUCCEEDED)
+    job = app.jobs.get(job_id)
+    assert job.attempt == 3 and json.loads(job.result_json or "null") == 42
+
+
+def test_timeout_stops_a_python_loop_and_is_recorded(app: LedgerQ) -> None:
+    stopped = threading.Event()
+
+    @app.task(timeout=0.3, max_attempts=1)
+    def spins(ctx: JobContext) -> None:
+        try:
+            while True:
+                sum(range(100))
+        finally:
+            stopped.set()
+
+    job_id = spins.enqueue().job_id
+    with running_worker(app, **FAST):
+        wait_until(lambda: state_of(app, job_id) is S.DEAD)
+        assert stopped.wait(5), "the timed-out job kept running"
+    error = json.loads(app.jobs.get(job_id).error_json or "{}")
+    assert error["kind"] == "timeout" and "0.3" in error["message"]
+
+
+def test_blocked_job_is_abandoned_and_its_slot_replaced(app: LedgerQ) -> None:
+    release = threading.Event()
+
+    @app.task(timeout=0.2, max_attempts=1)
+    def blocks(ctx: JobContext) -> None:
+        release.wait(30)  # blocked in C: cannot be interrupted, only abandoned
+
+    @app.task()
+    def quick(ctx: JobContext) -> str:
+        return "ok"
+
+    blocked = blocks.enqueue().job_id
+    with running_worker(app, poll_interval_seconds=0.05, concurrency=1):
+        wait_until(lambda: state_of(app, blocked) is S.DEAD)
+        after = quick.enqueue().job_id
+        wait_until(lambda: state_of(app, after) is S.SUCCEEDED)
+        release.set()
+    assert json.loads(app.jobs.get(blocked).error_json or "{}")["kind"] == "timeout"
+
+
+def test_async_tasks_run_and_time_out_by_cancellation(app: LedgerQ) -> None:
+    cancelled = threading.Event()
+
+    @app.task()
+    async def doubles(ctx: JobContext, x: int) -> int:
+        await asyncio.sleep(0.01)
+        return 2 * x
+
+    @app.task(timeout=0.2, max_attempts=1)
+    async def hangs(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    ok, slow = doubles.enqueue(4).job_id, hangs.enqueue().job_id
+    with running_worker(app, **FAST):
+        wait_until(lambda: state_of(app, ok) is S.SUCCEEDED and state_of(app, slow) is S.DEAD)
+    assert app.jobs.get(ok).result_json == "8"
+    assert cancelled.is_set()
+    assert json.loads(app.jobs.get(slow).error_json or "{}")["kind"] == "timeout"
+
+
+def test_a_stale_attempt_cannot_overwrite_the_new_owner(app: LedgerQ) -> None:
+    """Simulate a failover: while the first worker runs the job, it is put back and claimed
+    by someone else. The first worker learns it lost the job and its completion is refused."""
+    entered, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    @app.task()
+    def long_job(ctx: JobContext) -> str:
+        entered.set()
+        release.wait(30)
+        seen.append(ctx.owns_job)
+        return "stale"
+
+    job_id = long_job.enqueue().job_id
+    store = app.parts.store
+    with running_worker(app, **FAST, heartbeat_interval_seconds=0.1) as worker:
+        assert entered.wait(10)
+        first = app.jobs.get(job_id)
+        assert store.requeue_jobs([Claim(job_id, first.attempt)]) == [True]
+        (taken,) = store.claim_jobs(queues=["other", "default"], worker_id="usurper", limit=1, lease_seconds=30)
+        assert taken.attempt == first.attempt + 1
+        wait_until(lambda: worker.running_jobs() and not worker.running_jobs()[0].owns_job)
+        release.set()
+        wait_until(lambda: worker.stats.refused == 1)
+    job = app.jobs.get(job_id)
+    assert seen == [False]
+    assert (job.state, job.worker_id, job.result_json) == (S.RUNNING, "usurper", None)
+
+
+def test_graceful_stop_puts_unfinished_jobs_back(app: LedgerQ) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    @app.task()
+    def waits(ctx: JobContext) -> None:
+        entered.set()
+        release.wait(30)
+
+    job_id = waits.enqueue().job_id
+    worker = app.worker(poll_interval_seconds=0.05, shutdown_grace_seconds=0.2)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert entered.wait(10)
+    worker.request_stop()
+    thread.join(20)
+    release.set()
+    job = app.jobs.get(job_id)
+    assert not thread.is_alive() and worker.stats.requeued == 1
+    assert job.state is S.QUEUED and job.worker_id is None
+    with running_worker(app, **FAST):
+        wait_until(lambda: state_of(app, job_id) is S.SUCCEEDED)
+
+
+def test_delayed_job_waits_for_its_time(app: LedgerQ) -> None:
+    ran_at: list[float] = []
+
+    @app.task()
+    def later(ctx: JobContext) -> None:
+        ran_at.append(time.monotonic())
+
+    enqueued = time.monotonic()
+    job_id = later.enqueue(delay=0.5).job_id
+    assert state_of(app, job_id) is S.SCHEDULED
+    with running_worker(app, **FAST):
+        wait_until(lambda: state_of(app, job_id) is S.SUCCEEDED)
+    assert ran_at[0] - enqueued >= 0.45
+
+
+def test_burst_worker_drains_and_exits(app: LedgerQ) -> None:
+    @app.task()
+    def noop(ctx: JobContext, i: int) -> int:
+        return i
+
+    noop.enqueue_many([(i,) for i in range(300)])
+    stats = app.worker(burst=True, concurrency=4, poll_interval_seconds=0.05).run()
+    assert stats.outcomes == {"succeeded": 300}
+    assert app.client.store.count_jobs() == {("default", S.SUCCEEDED): 300}
+
+
+def test_priority_runs_first_on_a_single_slot(app: LedgerQ) -> None:
+    order: list[str] = []
+
+    @app.task()
+    def mark(ctx: JobContext, name: str) -> None:
+        order.append(name)
+
+    mark.enqueue("low", priority=9)
+    mark.enqueue("high", priority=0)
+    mark.enqueue("mid", priority=5)
+    app.worker(burst=True, concurrency=1, batch_size=1).run()
+    assert order == ["high", "mid", "low"]
