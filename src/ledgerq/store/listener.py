@@ -23,8 +23,11 @@ class PgNotifyWaker:
         self._queues = queues
         self._event = threading.Event()
         self._closed = threading.Event()
+        self._listening = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="ledgerq-listen", daemon=True)
         self._thread.start()
+        # Listen before the first claim, so no job committed after that claim goes unnoticed.
+        self._listening.wait(5.0)
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True if a notification arrived."""
@@ -43,6 +46,7 @@ class PgNotifyWaker:
             try:
                 with psycopg.connect(self._dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._listening.set()
                     backoff = 0.1
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5):
