@@ -20,7 +20,9 @@ import sqlalchemy as sa
 from ledgerq.store.engine import create_engine
 from ledgerq.store.migrate import migrate
 
-POSTGRES_URL = os.environ.get("LEDGERQ_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "LEDGERQ_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 MYSQL_URL = os.environ.get("LEDGERQ_TEST_MYSQL_URL", "mariadb://root@127.0.0.1:3306/test")
 BACKENDS = ("sqlite", "postgresql", "mysql")
 
@@ -38,7 +40,7 @@ def _postgres_url(tag: str) -> Iterator[str]:
     try:
         with admin.begin() as conn:
             conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    except Exception as exc:  # noqa: BLE001 - any failure means the service is not usable
+    except Exception as exc:
         admin.dispose()
         _unavailable("PostgreSQL", exc)
     options = urllib.parse.quote(f"-csearch_path={schema}")
@@ -57,11 +59,13 @@ def _mysql_url(tag: str) -> Iterator[str]:
     try:
         with admin.begin() as conn:
             conn.exec_driver_sql(f"CREATE DATABASE {database}")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         admin.dispose()
         _unavailable("MariaDB/MySQL", exc)
     try:
-        yield str(sa.make_url(MYSQL_URL).set(database=database).render_as_string(hide_password=False))
+        yield str(
+            sa.make_url(MYSQL_URL).set(database=database).render_as_string(hide_password=False)
+        )
     finally:
         with admin.begin() as conn:
             conn.exec_driver_sql(f"DROP DATABASE {database}")

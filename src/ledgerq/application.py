@@ -59,8 +59,17 @@ class Task(Generic[P, R]):
     ) -> EnqueueResult:
         """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request."""
         job = self.app.client.build(
-            self.spec, args, kwargs, queue=queue, priority=priority, delay=delay, run_at=run_at,
-            dedupe_key=dedupe_key, max_attempts=max_attempts, timeout=timeout, held=held,
+            self.spec,
+            args,
+            kwargs,
+            queue=queue,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            held=held,
         )
         return self.app.client.enqueue([job], tx=tx)[0]
 
@@ -81,7 +90,9 @@ class Task(Generic[P, R]):
                 self.spec,
                 () if isinstance(call, dict) else tuple(call),
                 call if isinstance(call, dict) else None,
-                delay=delay, priority=priority, queue=queue,
+                delay=delay,
+                priority=priority,
+                queue=queue,
             )
             for call in calls
         ]
@@ -132,7 +143,7 @@ class LedgerQ:
         retry_backoff: float | RetryPolicy = 1.0,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
-    def task(
+    def task(  # type: ignore[misc]  # mypy misreads the positional-only/keyword-only split
         self,
         fn: Callable[P, R] | None = None,
         /,

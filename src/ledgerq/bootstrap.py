@@ -69,7 +69,13 @@ def build_worker(
 ) -> Worker:
     """A worker wired to the store and transport of ``settings``."""
     transport = build_transport(settings, parts, options.queues)
-    return Worker(store=parts.store, transport=transport, registry=registry, codec=parts.codec, options=options)
+    return Worker(
+        store=parts.store,
+        transport=transport,
+        registry=registry,
+        codec=parts.codec,
+        options=options,
+    )
 
 
 def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -79,10 +80,9 @@ class Client:
                 if not result.duplicate and job.initial_state is JobState.QUEUED:
                     by_queue.setdefault(job.queue, []).append(result.job_id)
             for queue, ids in by_queue.items():
-                try:
+                # The job is in the ledger; a lost hint only costs latency.
+                with contextlib.suppress(errors.TransportError):
                     self._transport.push(queue=queue, job_ids=ids)
-                except errors.TransportError:
-                    pass  # the job is in the ledger; the reconciler re-sends hints
         return results
 
     def get(self, job_id: int) -> Job:

@@ -43,13 +43,13 @@ class Settings(BaseSettings):
     heartbeat_interval: float = Field(default=5.0, gt=0)
     """Seconds between heartbeats of running jobs. Defaults to 5."""
     worker_ttl: float = Field(default=15.0, gt=0)
-    """Seconds without heartbeat after which a worker and its leases count as lost. Defaults to 15."""
+    """Seconds without heartbeat before a worker and its leases count as lost. Defaults to 15."""
     worker_health_check_interval: float = Field(default=30.0, gt=0)
     """Seconds between a worker's health-check records. Defaults to 30."""
     failover_check_interval: float = Field(default=5.0, gt=0)
     """Seconds between checks for lost workers. Defaults to 5."""
     stuck_after: float = Field(default=900.0, gt=0)
-    """Seconds without heartbeat or progress before a running job counts as stuck. Defaults to 900."""
+    """Seconds without heartbeat or progress before a job counts as stuck. Defaults to 900."""
     requeue_after: float = Field(default=60.0, gt=0)
     """Seconds a queued job may wait before its id is sent again. Defaults to 60."""
     retention_succeeded: float = Field(default=7 * 86400.0, gt=0)
@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     retention_failed: float = Field(default=30 * 86400.0, gt=0)
     """Seconds dead and cancelled jobs are kept. Defaults to 30 days."""
     shutdown_grace: float = Field(default=30.0, ge=0)
-    """Seconds a stopping worker lets in-flight jobs finish before putting them back. Defaults to 30."""
+    """Seconds a stopping worker gives in-flight jobs before putting them back. Defaults to 30."""
     db_pool_size: int = Field(default=10, ge=1, le=200)
     """Connections per process in the database pool. Defaults to 10."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -90,7 +90,9 @@ class Settings(BaseSettings):
         shown: dict[str, Any] = {}
         for name, value in self.model_dump().items():
             if isinstance(value, SecretStr):
-                shown[name] = _mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
+                shown[name] = (
+                    _mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
+                )
             else:
                 shown[name] = list(value) if isinstance(value, tuple) else value
         return shown

@@ -49,11 +49,16 @@ def test_insert_returns_ids_in_order_and_jobs_start_queued(store: SqlJobStore) -
 
 
 def test_claim_takes_priority_then_age_and_increments_attempt(store: SqlJobStore) -> None:
-    low, high, high_later = (r.job_id for r in store.insert_jobs([new(priority=5), new(priority=1), new(priority=1)]))
+    low, high, high_later = (
+        r.job_id for r in store.insert_jobs([new(priority=5), new(priority=1), new(priority=1)])
+    )
     claimed = store.claim_jobs(queues=["q"], worker_id="w", limit=2, lease_seconds=30)
     assert [j.id for j in claimed] == [high, high_later]
     assert all(j.state is S.RUNNING and j.attempt == 1 and j.worker_id == "w" for j in claimed)
-    assert all(j.lease_expires_at and j.heartbeat_at and j.lease_expires_at > j.heartbeat_at for j in claimed)
+    assert all(
+        j.lease_expires_at and j.heartbeat_at and j.lease_expires_at > j.heartbeat_at
+        for j in claimed
+    )
     assert store.get_job(low).state is S.QUEUED
 
 
@@ -107,7 +112,12 @@ def test_completion_is_fenced_on_attempt_and_state(store: SqlJobStore) -> None:
 def test_failed_attempt_waits_for_its_backoff_then_is_staged(store: SqlJobStore) -> None:
     store.insert_jobs([new()])
     job = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)[0]
-    failure = Completion(job_id_claim := Claim(job.id, job.attempt), S.FAILED, error_json='{"kind":"exception"}', retry_delay_seconds=0.3)
+    failure = Completion(
+        job_id_claim := Claim(job.id, job.attempt),
+        S.FAILED,
+        error_json='{"kind":"exception"}',
+        retry_delay_seconds=0.3,
+    )
     assert store.complete_jobs([failure]) == [True]
     failed = store.get_job(job_id_claim.job_id)
     assert failed.state is S.FAILED and failed.run_at > job.started_at  # type: ignore[operator]
@@ -119,11 +129,15 @@ def test_failed_attempt_waits_for_its_backoff_then_is_staged(store: SqlJobStore)
 
 def test_dead_and_cancelled_jobs_can_be_retried_but_succeeded_cannot(store: SqlJobStore) -> None:
     a, b = (r.job_id for r in store.insert_jobs([new(), new()]))
-    claimed = {j.id: j for j in store.claim_jobs(queues=["q"], worker_id="w", limit=2, lease_seconds=30)}
-    store.complete_jobs([
-        Completion(Claim(a, claimed[a].attempt), S.DEAD, error_json="{}"),
-        Completion(Claim(b, claimed[b].attempt), S.SUCCEEDED),
-    ])
+    claimed = {
+        j.id: j for j in store.claim_jobs(queues=["q"], worker_id="w", limit=2, lease_seconds=30)
+    }
+    store.complete_jobs(
+        [
+            Completion(Claim(a, claimed[a].attempt), S.DEAD, error_json="{}"),
+            Completion(Claim(b, claimed[b].attempt), S.SUCCEEDED),
+        ]
+    )
     assert store.retry_job(a).state is S.QUEUED
     with pytest.raises(errors.InvalidTransition):
         store.retry_job(b)

@@ -60,7 +60,9 @@ def test_enqueue_many_is_one_bulk_insert_with_ids_in_order(app: LedgerQ) -> None
     assert app.jobs.get(ids[-1]).args_json == '{"args":[],"kwargs":{"n":7}}'
 
 
-def test_transactional_enqueue_exists_only_if_the_business_data_commits(app: LedgerQ, database_url: str) -> None:
+def test_transactional_enqueue_exists_only_if_the_business_data_commits(
+    app: LedgerQ, database_url: str
+) -> None:
     @app.task()
     def ship(ctx: JobContext, order_id: int) -> None: ...
 

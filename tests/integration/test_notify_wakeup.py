@@ -23,7 +23,7 @@ def test_idle_worker_is_woken_by_notify(make_database_url: Callable[[str], str])
             for _ in range(3):
                 enqueued = time.monotonic()
                 job_id = ping.enqueue().job_id
-                wait_until(lambda: app.jobs.get(job_id).state is JobState.SUCCEEDED, timeout=10)
+                wait_until(lambda j=job_id: app.jobs.get(j).state is JobState.SUCCEEDED, timeout=10)
                 assert started[-1] - enqueued < 5.0
             assert worker.stats.outcomes["succeeded"] == 3
     finally:

@@ -44,7 +44,11 @@ def test_retries_follow_the_backoff_and_end_dead(app: LedgerQ) -> None:
     job = app.jobs.get(job_id)
     error = json.loads(job.error_json or "{}")
     assert job.attempt == 3 and len(starts) == 3
-    assert error["kind"] == "exception" and error["type"] == "ValueError" and "attempt 3" in error["message"]
+    assert (
+        error["kind"] == "exception"
+        and error["type"] == "ValueError"
+        and "attempt 3" in error["message"]
+    )
     # Backoff 0.3 s then 0.6 s, each within ±25 % jitter: the waits are at least that long.
     first_gap, second_gap = starts[1] - starts[0], starts[2] - starts[1]
     assert first_gap >= 0.3 * 0.75 and second_gap >= 0.6 * 0.75
@@ -146,7 +150,9 @@ def test_a_stale_attempt_cannot_overwrite_the_new_owner(app: LedgerQ) -> None:
         assert entered.wait(10)
         first = app.jobs.get(job_id)
         assert store.requeue_jobs([Claim(job_id, first.attempt)]) == [True]
-        (taken,) = store.claim_jobs(queues=["other", "default"], worker_id="usurper", limit=1, lease_seconds=30)
+        (taken,) = store.claim_jobs(
+            queues=["other", "default"], worker_id="usurper", limit=1, lease_seconds=30
+        )
         assert taken.attempt == first.attempt + 1
         wait_until(lambda: worker.running_jobs() and not worker.running_jobs()[0].owns_job)
         release.set()

@@ -24,7 +24,11 @@ def test_migrate_from_empty_matches_the_declared_tables(empty_database_url: str)
             )
             diff = compare_metadata(context, metadata)
         # The version table is Alembic's own; everything else must match exactly.
-        diff = [d for d in diff if not (d[0] == "remove_table" and d[1].name == "ledgerq_alembic_version")]
+        diff = [
+            d
+            for d in diff
+            if not (d[0] == "remove_table" and d[1].name == "ledgerq_alembic_version")
+        ]
         assert diff == []
         assert migrate(engine).up_to_date  # running it again is a no-op
     finally:

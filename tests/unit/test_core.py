@@ -101,6 +101,13 @@ def test_bad_delays_are_refused(delay: object) -> None:
 
 
 def test_error_tree_has_one_root() -> None:
-    leaves = [errors.PayloadError, errors.InvalidQueueName, errors.StaleClaim, errors.JobNotFound,
-              errors.TaskNotRegistered, errors.ConfigError, errors.StoreUnavailable]
+    leaves = [
+        errors.PayloadError,
+        errors.InvalidQueueName,
+        errors.StaleClaim,
+        errors.JobNotFound,
+        errors.TaskNotRegistered,
+        errors.ConfigError,
+        errors.StoreUnavailable,
+    ]
     assert all(issubclass(leaf, errors.LedgerqError) for leaf in leaves)

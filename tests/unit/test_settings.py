@@ -23,9 +23,11 @@ def test_unknown_variable_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
         load_settings()
 
 
-@pytest.mark.parametrize(("name", "value"), [("concurrency", 0), ("queues", "bad queue"), ("log_format", "xml")])
+@pytest.mark.parametrize(
+    ("name", "value"), [("concurrency", 0), ("queues", "bad queue"), ("log_format", "xml")]
+)
 def test_invalid_values_are_one_clear_config_error(name: str, value: object) -> None:
-    with pytest.raises(errors.ConfigError, match="invalid settings|queue"):
+    with pytest.raises(errors.ConfigError, match=r"invalid settings|queue"):
         load_settings(**{name: value})
 
 
@@ -39,5 +41,15 @@ def test_secrets_are_masked() -> None:
 
 def test_public_api_is_exactly_what_all_lists() -> None:
     public = {name for name in dir(ledgerq) if not name.startswith("_")}
-    modules = {"application", "bootstrap", "client", "config", "core", "runtime", "store", "transport", "cli"}
+    modules = {
+        "application",
+        "bootstrap",
+        "client",
+        "config",
+        "core",
+        "runtime",
+        "store",
+        "transport",
+        "cli",
+    }
     assert public - modules == set(ledgerq.__all__)

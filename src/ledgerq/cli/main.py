@@ -22,7 +22,9 @@ from ledgerq.core import errors
 def configure_logging(level: str, fmt: str) -> None:
     """Route structlog to stderr as text or JSON lines."""
     renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
         processors=[
@@ -43,9 +45,13 @@ def configure_logging(level: str, fmt: str) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
 @click.version_option(package_name="ledgerq")
 @click.pass_context
-def cli(ctx: click.Context, app_ref: str | None, database_url: str | None, as_json: bool, verbose: bool) -> None:
+def cli(
+    ctx: click.Context, app_ref: str | None, database_url: str | None, as_json: bool, verbose: bool
+) -> None:
     """ledgerq: a job queue whose SQL database is the truth."""
-    settings = load_settings(app=app_ref, database_url=database_url, log_level="DEBUG" if verbose else None)
+    settings = load_settings(
+        app=app_ref, database_url=database_url, log_level="DEBUG" if verbose else None
+    )
     configure_logging(settings.log_level, settings.log_format)
     ctx.obj = CliContext(settings=settings, as_json=as_json)
 
@@ -59,7 +65,11 @@ cli.add_command(bench.command)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (0 ok, 1 error, 2 usage)."""
     try:
-        code = cli.main(args=list(argv) if argv is not None else None, prog_name="ledgerq", standalone_mode=False)
+        code = cli.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="ledgerq",
+            standalone_mode=False,
+        )
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:

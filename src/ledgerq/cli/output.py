@@ -42,8 +42,13 @@ def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
     for job in jobs:
         error = json.loads(job.error_json)["message"] if job.error_json else ""
         table.add_row(
-            str(job.id), job.task, job.queue, job.state.value,
-            f"{job.attempt}/{job.max_attempts}", job.run_at.strftime("%Y-%m-%d %H:%M:%S"), error[:60],
+            str(job.id),
+            job.task,
+            job.queue,
+            job.state.value,
+            f"{job.attempt}/{job.max_attempts}",
+            job.run_at.strftime("%Y-%m-%d %H:%M:%S"),
+            error[:60],
         )
     return table
 

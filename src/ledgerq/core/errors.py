@@ -1,20 +1,20 @@
 """The ledgerq error tree; every error ledgerq raises descends from ``LedgerqError``.
 
-    LedgerqError
-    ├── ConfigError            settings that cannot work (bad URL, unknown key, bad value)
-    ├── StoreError
-    │   ├── StoreUnavailable   the database cannot be reached
-    │   ├── JobNotFound        no job with that id
-    │   ├── StaleClaim         a fenced write of a job this worker no longer owns
-    │   └── InvalidTransition  the job's state does not allow the requested move
-    ├── TransportError         the transport (e.g. Redis) failed; the worker degrades to polling
-    ├── LeaseLost              a lock or lease expired while held
-    ├── TaskNotRegistered      no task of that name in the application's registry
-    ├── AppNotFound            ``--app module:attribute`` does not name a LedgerQ application
-    └── InvalidJob             a job request was rejected before anything was stored
-        ├── PayloadError       arguments are not JSON, too large or too deep
-        ├── InvalidQueueName   the queue name breaks the naming rule
-        └── InvalidSchedule    negative or absurd delay / run_at
+LedgerqError
+├── ConfigError            settings that cannot work (bad URL, unknown key, bad value)
+├── StoreError
+│   ├── StoreUnavailable   the database cannot be reached
+│   ├── JobNotFound        no job with that id
+│   ├── StaleClaim         a fenced write of a job this worker no longer owns
+│   └── InvalidTransition  the job's state does not allow the requested move
+├── TransportError         the transport (e.g. Redis) failed; the worker degrades to polling
+├── LeaseLost              a lock or lease expired while held
+├── TaskNotRegistered      no task of that name in the application's registry
+├── AppNotFound            ``--app module:attribute`` does not name a LedgerQ application
+└── InvalidJob             a job request was rejected before anything was stored
+    ├── PayloadError       arguments are not JSON, too large or too deep
+    ├── InvalidQueueName   the queue name breaks the naming rule
+    └── InvalidSchedule    negative or absurd delay / run_at
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class Job:
     error_json: str | None = None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Job:
+    def from_row(cls, row: Mapping[Any, Any]) -> Job:
         """Build a Job from a mapping of column name to value (datetimes made aware UTC)."""
 
         def when(name: str) -> datetime | None:

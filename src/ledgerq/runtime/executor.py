@@ -72,8 +72,12 @@ class Executor:
         self._stopped = False
         self._loop = asyncio.new_event_loop()
         self._threads: list[threading.Thread] = []
-        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="ledgerq-async", daemon=True)
-        self._monitor = threading.Thread(target=self._watch_deadlines, name="ledgerq-timeouts", daemon=True)
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="ledgerq-async", daemon=True
+        )
+        self._monitor = threading.Thread(
+            target=self._watch_deadlines, name="ledgerq-timeouts", daemon=True
+        )
 
     def start(self) -> None:
         """Start the slot threads, the event loop and the timeout monitor."""
@@ -167,14 +171,18 @@ class Executor:
             args, kwargs = self._codec.decode_args(job.args_json)
             if run.spec.is_async:
                 coro = run.spec.fn(run.ctx, *args, **kwargs)
-                future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, timeout), self._loop)
+                future = asyncio.run_coroutine_threadsafe(
+                    asyncio.wait_for(coro, timeout), self._loop
+                )
                 value = future.result()
             else:
                 value = self._call_sync(run, args, kwargs)
             return outcomes.succeeded(job, self._encode_result(value))
         except TimeoutError as exc:
             if run.spec.is_async and timeout is not None:
-                return outcomes.failed(job, policy, "timeout", None, f"job exceeded its timeout of {timeout:g} s")
+                return outcomes.failed(
+                    job, policy, "timeout", None, f"job exceeded its timeout of {timeout:g} s"
+                )
             return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # user code: record it on the job, never crash the worker
             return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
@@ -241,7 +249,9 @@ class Executor:
         timeout = self._timeout_of(run) or 0.0
         policy = run.spec.retry if run.spec else RetryPolicy()
         message = f"job exceeded its timeout of {timeout:g} s"
-        log.warning("job timed out", job_id=run.ctx.job_id, task=run.ctx.job.task, timeout_s=timeout)
+        log.warning(
+            "job timed out", job_id=run.ctx.job_id, task=run.ctx.job.task, timeout_s=timeout
+        )
         self._on_complete(outcomes.failed(run.ctx.job, policy, "timeout", None, message))
         run.ctx.request_stop()
         threading.Thread(target=self._write_off, args=(run,), daemon=True).start()

@@ -56,7 +56,9 @@ class Heartbeater:
             if not ok and id(ctx) in still_held:
                 refused += 1
                 ctx.mark_lost()
-                log.warning("job no longer owned by this worker", job_id=ctx.job_id, attempt=ctx.attempt)
+                log.warning(
+                    "job no longer owned by this worker", job_id=ctx.job_id, attempt=ctx.attempt
+                )
         return refused
 
     def _run(self) -> None:

@@ -19,7 +19,9 @@ def succeeded(job: Job, result_json: str | None) -> Completion:
     return Completion(claim=_claim(job), state=JobState.SUCCEEDED, result_json=result_json)
 
 
-def failed(job: Job, policy: RetryPolicy, kind: str, exc: BaseException | None, message: str) -> Completion:
+def failed(
+    job: Job, policy: RetryPolicy, kind: str, exc: BaseException | None, message: str
+) -> Completion:
     """The attempt failed: retry after the policy's backoff, or ``dead`` when attempts are spent.
 
     ``kind`` is ``exception``, ``timeout`` or ``unknown_task`` and is stored with the error.
@@ -33,7 +35,9 @@ def failed(job: Job, policy: RetryPolicy, kind: str, exc: BaseException | None, 
     # The job's own max_attempts (set at enqueue) wins over the task's current default.
     if job.attempt < job.max_attempts:
         delay = policy.delay_seconds(job.attempt)
-        return Completion(_claim(job), JobState.FAILED, error_json=error_json, retry_delay_seconds=delay)
+        return Completion(
+            _claim(job), JobState.FAILED, error_json=error_json, retry_delay_seconds=delay
+        )
     return Completion(_claim(job), JobState.DEAD, error_json=error_json)
 
 

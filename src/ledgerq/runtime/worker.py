@@ -81,7 +81,10 @@ class Worker:
         self._immediate = False
         self._completer = Completer(store, self._on_written)
         self._executor = Executor(
-            registry=registry, codec=codec, concurrency=options.concurrency, on_complete=self._completer.add
+            registry=registry,
+            codec=codec,
+            concurrency=options.concurrency,
+            on_complete=self._completer.add,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -92,7 +95,9 @@ class Worker:
             burst=options.burst,
             max_jobs=options.max_jobs,
         )
-        self._fetcher = Fetcher(store, transport, self._executor, policy, self._on_claimed, self._is_settled)
+        self._fetcher = Fetcher(
+            store, transport, self._executor, policy, self._on_claimed, self._is_settled
+        )
         self._heartbeater = Heartbeater(
             store,
             self.running_jobs,
@@ -117,8 +122,12 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Run until stopped, the job budget is spent, or (burst) the queues are empty."""
-        log.info("worker starting", worker_id=self.id, queues=list(self.options.queues),
-                 concurrency=self.options.concurrency)
+        log.info(
+            "worker starting",
+            worker_id=self.id,
+            queues=list(self.options.queues),
+            concurrency=self.options.concurrency,
+        )
         self._completer.start()
         self._executor.start()
         self._heartbeater.start()

@@ -71,7 +71,9 @@ class Dialect:
         None to let the caller use SQLAlchemy's portable bulk insert."""
         return None
 
-    def complete_group(self, conn: Connection, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+    def complete_group(
+        self, conn: Connection, params: Sequence[dict[str, Any]]
+    ) -> list[bool] | None:
         """Write a group of fenced outcomes in one statement, or None for the portable loop.
         Each param has claim_id, claim_attempt, new_state, new_result, new_error, retry_delay."""
         return None
@@ -114,7 +116,16 @@ class PostgresDialect(Dialect):
     single_statement_options = {"isolation_level": "AUTOCOMMIT"}  # noqa: RUF012
 
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
-        columns = ("queue", "task", "args", "priority", "state", "max_attempts", "timeout_seconds", "delay_s")
+        columns = (
+            "queue",
+            "task",
+            "args",
+            "priority",
+            "state",
+            "max_attempts",
+            "timeout_seconds",
+            "delay_s",
+        )
         arrays = {c: [r[c] for r in rows] for c in columns}
         # psycopg refuses arrays mixing int and float.
         for name in ("timeout_seconds", "delay_s"):
@@ -123,7 +134,9 @@ class PostgresDialect(Dialect):
         ids = conn.execute(_PG_INSERT, arrays).scalars().all()
         return sorted(int(i) for i in ids)
 
-    def complete_group(self, conn: Connection, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+    def complete_group(
+        self, conn: Connection, params: Sequence[dict[str, Any]]
+    ) -> list[bool] | None:
         arrays = {
             "ids": [p["claim_id"] for p in params],
             "attempts": [p["claim_attempt"] for p in params],
@@ -141,7 +154,8 @@ class PostgresDialect(Dialect):
         beat = {
             (int(i), int(a))
             for i, a in conn.execute(
-                _PG_HEARTBEAT, {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds}
+                _PG_HEARTBEAT,
+                {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds},
             )
         }
         return [(i, a) in beat for i, a in zip(ids, attempts, strict=True)]
@@ -218,7 +232,9 @@ class MysqlDialect(Dialect):
             if getattr(exc.orig, "args", (None,))[0] == 1062:  # ER_DUP_ENTRY
                 return None
             raise
-        return int(result.inserted_primary_key[0])
+        key = result.inserted_primary_key
+        assert key is not None
+        return int(key[0])
 
 
 class SqliteDialect(Dialect):

@@ -49,7 +49,9 @@ def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa
     if relaxed and backend == "postgresql":
         existing = parsed.query.get("options", "")
         existing = existing if isinstance(existing, str) else " ".join(existing)
-        parsed = parsed.update_query_dict({"options": f"{existing} -csynchronous_commit=off".strip()})
+        parsed = parsed.update_query_dict(
+            {"options": f"{existing} -csynchronous_commit=off".strip()}
+        )
     # No pre-ping: it costs a round trip per checkout on the hot path. A dropped connection
     # fails one call (StoreUnavailable), SQLAlchemy discards the pool, and callers retry.
     options: dict[str, Any] = {"pool_recycle": 3600}

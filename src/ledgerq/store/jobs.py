@@ -24,7 +24,9 @@ S = JobState
 _running = jobs.c.state == S.RUNNING.value
 
 
-def _fence(claim_id: str = "claim_id", claim_attempt: str = "claim_attempt") -> sa.ColumnElement[bool]:
+def _fence(
+    claim_id: str = "claim_id", claim_attempt: str = "claim_attempt"
+) -> sa.ColumnElement[bool]:
     return sa.and_(
         jobs.c.id == sa.bindparam(claim_id),
         jobs.c.attempt == sa.bindparam(claim_attempt),
@@ -39,7 +41,9 @@ def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
     """Turn a driver error into ledgerq's error tree, with a one-line message."""
     detail = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
     if any(marker in detail for marker in _MISSING_TABLE):
-        return errors.StoreError(f"the ledger's tables are missing ({detail}): run `ledgerq db migrate`")
+        return errors.StoreError(
+            f"the ledger's tables are missing ({detail}): run `ledgerq db migrate`"
+        )
     if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
         return errors.StoreUnavailable(f"database unavailable: {detail}")
     return errors.StoreError(f"database error: {detail}")
@@ -162,7 +166,9 @@ class SqlJobStore:
         with self._in(connection) as conn:
             if plain:
                 ids = self._insert_bulk(conn, [j for _, j in plain])
-                results.update({i: EnqueueResult(job_id) for (i, _), job_id in zip(plain, ids, strict=True)})
+                results.update(
+                    {i: EnqueueResult(job_id) for (i, _), job_id in zip(plain, ids, strict=True)}
+                )
             for i, job in enumerate(new_jobs):
                 if job.dedupe_key is not None:
                     results[i] = self._insert_deduplicated(conn, job)
@@ -279,7 +285,9 @@ class SqlJobStore:
             return fast
         with self._begin() as conn:
             return [
-                conn.execute(self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt, p).rowcount
+                conn.execute(
+                    self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt, p
+                ).rowcount
                 == 1
                 for p in params
             ]
@@ -291,7 +299,10 @@ class SqlJobStore:
             fast = self.dialect.heartbeat_group(conn, ids, attempts, lease_seconds)
         if fast is not None:
             return fast
-        params = [{"claim_id": i, "claim_attempt": a, "lease_s": lease_seconds} for i, a in zip(ids, attempts, strict=True)]
+        params = [
+            {"claim_id": i, "claim_attempt": a, "lease_s": lease_seconds}
+            for i, a in zip(ids, attempts, strict=True)
+        ]
         with self._begin() as conn:
             return self.dialect.update_many(conn, self._heartbeat_stmt, params)
 
@@ -361,14 +372,20 @@ class SqlJobStore:
                 state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
                 if state is None:
                     raise errors.JobNotFound(job_id)
-                raise errors.InvalidTransition(f"job {job_id} is {state}: it cannot become {target.value}")
+                raise errors.InvalidTransition(
+                    f"job {job_id} is {state}: it cannot become {target.value}"
+                )
             if target is S.QUEUED:
-                queue = conn.execute(sa.select(jobs.c.queue).where(jobs.c.id == job_id)).scalar_one()
+                queue = conn.execute(
+                    sa.select(jobs.c.queue).where(jobs.c.id == job_id)
+                ).scalar_one()
                 d.notify(conn, {queue})
         return self.get_job(job_id)
 
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""
-        stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(jobs.c.queue, jobs.c.state)
+        stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(
+            jobs.c.queue, jobs.c.state
+        )
         with self._begin() as conn:
             return {(q, JobState(s)): int(n) for q, s, n in conn.execute(stmt)}

@@ -30,8 +30,12 @@ def status(cli: CliContext) -> int:
     """Show the database's revision; exit 1 if a migration is pending."""
     state = cli.app().parts.migration_status()
     if cli.as_json:
-        cli.emit_json({"current": state.current, "head": state.head, "up_to_date": state.up_to_date})
+        cli.emit_json(
+            {"current": state.current, "head": state.head, "up_to_date": state.up_to_date}
+        )
     else:
-        verdict = "up to date" if state.up_to_date else "migration pending: run `ledgerq db migrate`"
+        verdict = (
+            "up to date" if state.up_to_date else "migration pending: run `ledgerq db migrate`"
+        )
         cli.console.print(f"revision {state.current or 'none'} of {state.head}: {verdict}")
     return 0 if state.up_to_date else 1

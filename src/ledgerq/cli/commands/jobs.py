@@ -19,15 +19,28 @@ def group() -> None:
 
 @group.command("enqueue")
 @click.argument("task")
-@click.option("--args", "args_text", default="[]", help='JSON list of arguments, or an object of keyword arguments.')
+@click.option(
+    "--args",
+    "args_text",
+    default="[]",
+    help="JSON list of arguments, or an object of keyword arguments.",
+)
 @click.option("--queue", help="Queue (default: the task's).")
 @click.option("--priority", type=int, help="Lower runs first.")
 @click.option("--delay", type=float, default=0.0, help="Seconds before the job may run.")
 @click.option("--dedupe-key", help="At most one unfinished job holds this key.")
 @click.option("--held", is_flag=True, help="Create held; start it later with `job start`.")
 @pass_cli
-def enqueue(cli: CliContext, task: str, args_text: str, queue: str | None, priority: int | None,
-            delay: float, dedupe_key: str | None, held: bool) -> int:
+def enqueue(
+    cli: CliContext,
+    task: str,
+    args_text: str,
+    queue: str | None,
+    priority: int | None,
+    delay: float,
+    dedupe_key: str | None,
+    held: bool,
+) -> int:
     """Enqueue one job of TASK."""
     try:
         parsed = json.loads(args_text)
@@ -37,13 +50,23 @@ def enqueue(cli: CliContext, task: str, args_text: str, queue: str | None, prior
         raise errors.PayloadError("--args must be a JSON list (positional) or object (keyword)")
     args, kwargs = (parsed, {}) if isinstance(parsed, list) else ([], parsed)
     app = cli.app(tasks_needed=True)
-    job = app.client.build(task, args, kwargs, queue=queue, priority=priority, delay=delay,
-                           dedupe_key=dedupe_key, held=held)
+    job = app.client.build(
+        task,
+        args,
+        kwargs,
+        queue=queue,
+        priority=priority,
+        delay=delay,
+        dedupe_key=dedupe_key,
+        held=held,
+    )
     result = app.client.enqueue([job])[0]
     if cli.as_json:
         cli.emit_json({"id": result.job_id, "duplicate": result.duplicate})
     elif result.duplicate:
-        cli.console.print(f"duplicate of unfinished job {result.job_id} (dedupe key {dedupe_key!r})")
+        cli.console.print(
+            f"duplicate of unfinished job {result.job_id} (dedupe key {dedupe_key!r})"
+        )
     else:
         cli.console.print(f"enqueued job {result.job_id}")
     return 0
@@ -59,7 +82,9 @@ def show(cli: CliContext, job_id: int) -> int:
         cli.emit_json(data)
     else:
         for key, value in data.items():
-            cli.console.print(f"[bold]{key:>12}[/]  {value if value is not None else ''}", highlight=False)
+            cli.console.print(
+                f"[bold]{key:>12}[/]  {value if value is not None else ''}", highlight=False
+            )
     return 0
 
 
@@ -69,9 +94,13 @@ def show(cli: CliContext, job_id: int) -> int:
 @click.option("--task")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @pass_cli
-def list_jobs(cli: CliContext, state: str | None, queue: str | None, task: str | None, limit: int) -> int:
+def list_jobs(
+    cli: CliContext, state: str | None, queue: str | None, task: str | None, limit: int
+) -> int:
     """List the newest jobs."""
-    jobs = cli.app().client.list(state=JobState(state) if state else None, queue=queue, task=task, limit=limit)
+    jobs = cli.app().client.list(
+        state=JobState(state) if state else None, queue=queue, task=task, limit=limit
+    )
     if cli.as_json:
         cli.emit_json([job_dict(j) for j in jobs])
     else:

@@ -19,12 +19,19 @@ def group() -> None:
 @group.command("start")
 @click.option("--queues", "-q", help="Comma-separated queues (default: LEDGERQ_QUEUES).")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 1024), help="Jobs run at once.")
-@click.option("--driver", type=click.Choice(["auto", "dbpoll"]), default="auto", show_default=True,
-              help="Transport: dbpoll polls the database (LISTEN/NOTIFY on PostgreSQL).")
+@click.option(
+    "--driver",
+    type=click.Choice(["auto", "dbpoll"]),
+    default="auto",
+    show_default=True,
+    help="Transport: dbpoll polls the database (LISTEN/NOTIFY on PostgreSQL).",
+)
 @click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
 @click.option("--once", is_flag=True, help="Run exactly one job, then exit.")
 @click.option("--grace", type=click.FloatRange(0), help="Seconds in-flight jobs get at shutdown.")
-@click.option("--poll-interval", type=click.FloatRange(0.001), help="Seconds between polls when idle.")
+@click.option(
+    "--poll-interval", type=click.FloatRange(0.001), help="Seconds between polls when idle."
+)
 @pass_cli
 def start(
     cli: CliContext,
@@ -53,8 +60,14 @@ def start(
     _install_signal_handlers(worker)
     stats = worker.run()
     if cli.as_json:
-        cli.emit_json({"worker_id": worker.id, "outcomes": dict(stats.outcomes),
-                       "refused": stats.refused, "requeued": stats.requeued})
+        cli.emit_json(
+            {
+                "worker_id": worker.id,
+                "outcomes": dict(stats.outcomes),
+                "refused": stats.refused,
+                "requeued": stats.requeued,
+            }
+        )
     return 0
 
 

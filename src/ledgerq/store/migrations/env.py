@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from ledgerq.store.tables import metadata
-
 from ledgerq.store.migrations.env_settings import VERSION_TABLE, include_object_for
+from ledgerq.store.tables import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(
