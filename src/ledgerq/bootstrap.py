@@ -84,6 +84,7 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
         "queues": settings.queues,
         "concurrency": settings.concurrency,
         "batch_size": settings.batch_size,
+        "prefetch": settings.prefetch,
         "poll_interval_seconds": settings.poll_interval,
         "heartbeat_interval_seconds": settings.heartbeat_interval,
         "lease_seconds": settings.worker_ttl,

@@ -146,7 +146,10 @@ def test_a_stale_attempt_cannot_overwrite_the_new_owner(app: LedgerQ) -> None:
 
     job_id = long_job.enqueue().job_id
     store = app.parts.store
-    with running_worker(app, **FAST, heartbeat_interval_seconds=0.1) as worker:
+    # One slot, held by the long job: the worker itself cannot re-claim the put-back job.
+    with running_worker(
+        app, poll_interval_seconds=0.05, concurrency=1, heartbeat_interval_seconds=0.1
+    ) as worker:
         assert entered.wait(10)
         first = app.jobs.get(job_id)
         assert store.requeue_jobs([Claim(job_id, first.attempt)]) == [True]

@@ -17,8 +17,9 @@ from ledgerq.demo import tasks
 
 #: The application the worker processes load.
 WORKER_APP = "ledgerq.demo.tasks:app"
-#: Seconds between a worker's looks for retries that came due; short, so retries run soon.
-STAGE_INTERVAL_SECONDS = 0.1
+#: Seconds between a worker's looks for retries that came due: short, so a retry runs soon
+#: after its backoff, but not so short that the looks compete with claims for SQLite's lock.
+STAGE_INTERVAL_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)

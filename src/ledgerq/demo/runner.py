@@ -21,6 +21,9 @@ from ledgerq.demo.pool import PoolSpec, WorkerPool
 
 #: Seconds between looks at the ledger while workers run.
 POLL_SECONDS = 0.25
+#: The watcher waits at least this many times as long as its last count took, so that its
+#: reads (which hold SQLite's write lock) take at most a tenth of the lock's time.
+COUNT_BACKOFF_FACTOR = 10
 #: Rounds of burst workers at most. Burst workers exit when nothing is due, which can leave
 #: retries that are waiting out their backoff; a later round (one process) runs those.
 MAX_ROUNDS = 5
@@ -166,11 +169,14 @@ def _watch(
     """Redraw from the ledger until every job finished or every worker exited."""
     while True:
         alive = pool.alive()  # read before the counts, so an exit's last writes are counted
+        began = time.monotonic()
         states = count_states(app)
+        took = time.monotonic() - began
         board.show(states, note)
         if live.finished_count(states) >= total or not alive:
             return states
-        time.sleep(POLL_SECONDS)
+        # On SQLite every read takes the write lock; a slow count must not starve the workers.
+        time.sleep(max(POLL_SECONDS, COUNT_BACKOFF_FACTOR * took))
 
 
 def _wait_for_retries(app: LedgerQ) -> None:

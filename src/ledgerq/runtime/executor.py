@@ -59,10 +59,14 @@ class Executor:
         codec: PayloadCodec,
         concurrency: int,
         on_complete: Callable[[Completion], None],
+        prefetch: int = 0,
     ) -> None:
         self._registry = registry
         self._codec = codec
         self._concurrency = concurrency
+        # Jobs may wait in the inbox beyond the running ones, so a slot never idles while
+        # the next claim is on the wire.
+        self._capacity = concurrency + prefetch
         self._on_complete = on_complete
         self._inbox: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
         self._busy = 0
@@ -97,15 +101,16 @@ class Executor:
         return self._busy
 
     def free_slots(self) -> int:
-        """Slots that could take a job now."""
+        """Jobs that could be accepted now (running slots plus prefetch room)."""
         with self._cond:
-            return max(self._concurrency - self._busy, 0)
+            return max(self._capacity - self._busy, 0)
 
-    def wait_for_free_slot(self, timeout: float) -> int:
-        """Block until at least one slot is free (or ``timeout``); return the free count."""
+    def wait_for_free_slot(self, timeout: float, at_least: int = 1) -> int:
+        """Block until ``at_least`` jobs could be accepted (or ``timeout``); return that count."""
+        wanted = min(max(at_least, 1), self._capacity)
         with self._cond:
-            self._cond.wait_for(lambda: self._busy < self._concurrency or self._stopped, timeout)
-            return max(self._concurrency - self._busy, 0)
+            self._cond.wait_for(lambda: self._capacity - self._busy >= wanted or self._stopped, timeout)
+            return max(self._capacity - self._busy, 0)
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no slot is busy; False if ``timeout`` passed first."""

@@ -16,6 +16,9 @@ from ledgerq.runtime.executor import Executor
 
 log = structlog.get_logger("ledgerq.fetcher")
 
+#: Longest wait for more free slots when there is a backlog, before claiming what is free.
+BATCH_WAIT_SECONDS = 0.002
+
 
 @dataclass(frozen=True, slots=True)
 class FetchPolicy:
@@ -62,12 +65,18 @@ class Fetcher:
     def run(self) -> None:
         """The fetch loop."""
         backoff = 0.1
+        backlog = False
         while not self._stop.is_set() and not self._budget_spent():
             if self._executor.wait_for_free_slot(0.25) == 0:
                 continue
+            if backlog:
+                # More jobs are waiting: give the slots a moment to free up so one round trip
+                # claims a batch instead of one job.
+                self._executor.wait_for_free_slot(BATCH_WAIT_SECONDS, at_least=self._policy.batch_size)
             try:
                 claimed, asked = self._fetch_once()
                 backoff = 0.1
+                backlog = asked > 0 and claimed == asked
             except errors.StoreError as exc:
                 log.warning("claim failed; retrying", error=str(exc), backoff_s=backoff)
                 self._stop.wait(backoff)

@@ -38,6 +38,7 @@ class WorkerOptions:
 
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 8
+    prefetch: int = 0
     batch_size: int = 32
     poll_interval_seconds: float = 1.0
     heartbeat_interval_seconds: float = 5.0

@@ -37,6 +37,7 @@ def start(
     cli: CliContext,
     queues: str | None,
     concurrency: int | None,
+    prefetch: int | None,
     driver: str,
     burst: bool,
     once: bool,
@@ -52,6 +53,7 @@ def start(
     worker = app.worker(
         queues=tuple(queue_names) if queue_names else None,
         concurrency=concurrency,
+        prefetch=prefetch,
         burst=burst or None,
         max_jobs=1 if once else None,
         shutdown_grace_seconds=grace,
