@@ -57,6 +57,11 @@ class CliContext:
                 self._app = LedgerQ(self.settings)
         return self._app
 
+    def close(self) -> None:
+        """Release the application's connections (called when the command ends)."""
+        if self._app is not None:
+            self._app.close()
+
     def emit_json(self, value: Any) -> None:
         """Print ``value`` as one JSON document for machines."""
         click.echo(json.dumps(value, default=str, indent=2))

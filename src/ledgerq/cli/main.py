@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 import structlog
 
-from ledgerq.cli.commands import bench, db, demo, jobs, queue, worker
+from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, worker
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
@@ -54,9 +54,10 @@ def cli(
     )
     configure_logging(settings.log_level, settings.log_format)
     ctx.obj = CliContext(settings=settings, as_json=as_json)
+    ctx.call_on_close(ctx.obj.close)
 
 
-for group in (db.group, worker.group, jobs.group, queue.group):
+for group in (db.group, worker.group, jobs.group, queue.group, config.group):
     cli.add_command(group)
 cli.add_command(demo.command)
 cli.add_command(bench.command)

@@ -109,7 +109,9 @@ class Executor:
         """Block until ``at_least`` jobs could be accepted (or ``timeout``); return that count."""
         wanted = min(max(at_least, 1), self._capacity)
         with self._cond:
-            self._cond.wait_for(lambda: self._capacity - self._busy >= wanted or self._stopped, timeout)
+            self._cond.wait_for(
+                lambda: self._capacity - self._busy >= wanted or self._stopped, timeout
+            )
             return max(self._capacity - self._busy, 0)
 
     def wait_idle(self, timeout: float) -> bool:

@@ -72,7 +72,9 @@ class Fetcher:
             if backlog:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.
-                self._executor.wait_for_free_slot(BATCH_WAIT_SECONDS, at_least=self._policy.batch_size)
+                self._executor.wait_for_free_slot(
+                    BATCH_WAIT_SECONDS, at_least=self._policy.batch_size
+                )
             try:
                 claimed, asked = self._fetch_once()
                 backoff = 0.1

@@ -1,0 +1,112 @@
+"""The CLI in-process, through ``main(argv)``: each command's happy path and its JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ledgerq.cli.main import main
+
+
+@pytest.fixture
+def app_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]:
+    """A throwaway application module on sys.path, configured for this test's database."""
+    name = f"cliapp_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            from ledgerq import LedgerQ
+
+            app = LedgerQ()
+
+            @app.task(name="add", max_attempts=2, retry_backoff=0.01)
+            def add(ctx, a, b):
+                if a < 0:
+                    raise ValueError("negative")
+                return a + b
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LEDGERQ_DATABASE_URL", database_url)
+    monkeypatch.setenv("LEDGERQ_APP", f"{name}:app")
+    monkeypatch.setenv("LEDGERQ_POLL_INTERVAL", "0.05")
+    yield name
+    sys.modules.pop(name, None)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
+    capsys.readouterr()
+    assert main(["--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_enqueue_run_inspect_retry_cancel(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok = run_json(capsys, "job", "enqueue", "add", "--args", "[2, 3]")
+    bad = run_json(capsys, "job", "enqueue", "add", "--args", '{"a": -1, "b": 0}')
+    later = run_json(capsys, "job", "enqueue", "add", "--args", "[1, 1]", "--delay", "3600")
+    assert isinstance(ok, dict) and isinstance(bad, dict) and isinstance(later, dict)
+    assert (
+        run_json(capsys, "job", "enqueue", "add", "--args", "[2, 3]", "--dedupe-key", "k")[
+            "duplicate"
+        ]
+        is False
+    )  # type: ignore[index]
+    assert (
+        run_json(capsys, "job", "enqueue", "add", "--args", "[9]", "--dedupe-key", "k")["duplicate"]
+        is True
+    )  # type: ignore[index]
+
+    assert main(["worker", "start", "--burst", "--concurrency", "2"]) == 0
+    shown = run_json(capsys, "job", "show", str(ok["id"]))
+    assert shown["state"] == "succeeded" and shown["result"] == 5  # type: ignore[index]
+    dead = run_json(capsys, "job", "show", str(bad["id"]))
+    assert (
+        dead["state"] == "dead" and dead["attempt"] == 2 and dead["error"]["type"] == "ValueError"
+    )  # type: ignore[index]
+
+    assert run_json(capsys, "job", "retry", str(bad["id"])) == {"id": bad["id"], "state": "queued"}
+    assert run_json(capsys, "job", "cancel", str(later["id"])) == {
+        "id": later["id"],
+        "state": "cancelled",
+    }
+    listed = run_json(capsys, "job", "list", "--state", "cancelled")
+    assert [j["id"] for j in listed] == [later["id"]]  # type: ignore[union-attr,index]
+    stats = run_json(capsys, "queue", "stats")
+    assert stats == {"default": {"succeeded": 2, "queued": 1, "cancelled": 1}}
+
+
+def test_once_runs_a_single_job(app_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for i in range(3):
+        run_json(capsys, "job", "enqueue", "add", "--args", f"[{i}, 0]")
+    assert main(["worker", "start", "--once"]) == 0
+    assert run_json(capsys, "queue", "stats") == {"default": {"succeeded": 1, "queued": 2}}
+
+
+def test_db_status_and_config_show(app_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = run_json(capsys, "db", "status")
+    assert status["up_to_date"] is True  # type: ignore[index]
+    shown = run_json(capsys, "config", "show")
+    assert shown["poll_interval"] == 0.05 and shown["app"] == f"{app_module}:app"  # type: ignore[index]
+
+
+def test_user_mistakes_are_one_line_errors(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [
+        (["job", "show", "987654"], "no job with id 987654"),
+        (["job", "enqueue", "nope"], "unknown task 'nope'"),
+        (["job", "retry", "987654"], "no job with id 987654"),
+    ]
+    for argv, message in cases:
+        capsys.readouterr()
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
