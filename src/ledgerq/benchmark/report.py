@@ -118,34 +118,51 @@ def _finite(value: Any) -> bool:
 
 
 def _first_line(text: str, limit: int = 80) -> str:
-    lines = text.strip().splitlines()
-    return (lines[0] if lines else "")[:limit]
+    return " ".join(text.split())[:limit]
 
 
-def summarize_cell(rows: Sequence[Mapping[str, Any]], metric: Metric) -> Cell:
-    """Median of ``metric`` over ``rows`` (one per trial), falling back to the partial rate."""
+def summarize_cell(
+    rows: Sequence[Mapping[str, Any]], metric: Metric, lat_rate: float | None = None
+) -> Cell:
+    """Median of ``metric`` over ``rows`` (one per trial), falling back to the partial rate.
+
+    A latency cell is flagged when the producer fell below 95% of ``lat_rate`` (jobs/s): then
+    it measured another load than the one asked for.
+    """
     if not rows:
         return Cell(None, note="not run")
     if any("skipped" in r for r in rows):
         return Cell(None, note="n/a")
-    errors = [str(r["error"]) for r in rows if "error" in r]
+    errors = [r for r in rows if "error" in r]
     values = tuple(float(r[metric.field]) for r in rows if _finite(r.get(metric.field)))
-    note = ""
+    notes = []
     if not values and metric.partial_field:
         values = tuple(
             float(r[metric.partial_field]) for r in rows if _finite(r.get(metric.partial_field))
         )
-        note = "partial" if values else ""
+        notes.append("partial" if values else "")
     if not values:
-        return Cell(None, note=f"error: {_first_line(errors[0])}" if errors else "no result")
+        return Cell(None, note="error" if errors else "no result")
     if errors:
-        note = ", ".join(filter(None, [note, f"{len(errors)} of {len(rows)} trials failed"]))
-    if metric.mode == "latency" and any(r.get("completed", 0) < r.get("sent", 0) for r in rows):
-        note = ", ".join(filter(None, [note, "incomplete"]))
-    return Cell(statistics.median(values), values, note)
+        notes.append(f"{len(errors)} of {len(rows)} trials failed")
+    if metric.mode == "latency":
+        notes += _latency_notes(rows, lat_rate)
+    return Cell(statistics.median(values), values, ", ".join(filter(None, notes)))
 
 
-def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Cell]]:
+def _latency_notes(rows: Sequence[Mapping[str, Any]], lat_rate: float | None) -> list[str]:
+    notes = []
+    if any(r.get("completed", 0) < r.get("sent", 0) for r in rows):
+        notes.append("incomplete")
+    paced = [float(r["producer_rate"]) for r in rows if _finite(r.get("producer_rate"))]
+    if lat_rate and paced and min(paced) < 0.95 * lat_rate:
+        notes.append(f"producer reached only {min(paced):,.0f}/s")
+    return notes
+
+
+def summarize(
+    rows: Iterable[Mapping[str, Any]], lat_rate: float | None = None
+) -> dict[str, dict[str, Cell]]:
     """target -> metric key -> Cell, from result rows that carry ``target`` and ``mode``."""
     grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     targets: list[str] = []
@@ -157,12 +174,22 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Cell]]:
     modes_run = {mode for _, mode in grouped}
     return {
         target: {
-            m.key: summarize_cell(grouped.get((target, m.mode), []), m)
+            m.key: summarize_cell(grouped.get((target, m.mode), []), m, lat_rate)
             for m in METRICS
             if m.mode in modes_run
         }
         for target in targets
     }
+
+
+def problems(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per failed run: which target, mode and trial, and the harness's error."""
+    return [
+        f"{display_name(str(r.get('target') or r.get('peer')))} {r.get('mode')} "
+        f"(trial {r.get('trial')}): {_first_line(str(r['error']), 200)}"
+        for r in rows
+        if "error" in r
+    ]
 
 
 def ratio(metric: Metric, ledgerq: float | None, peer: float | None) -> float | None:
@@ -284,14 +311,20 @@ class Report:
     ratios: dict[str, dict[str, float | None]]
     targets: list[TargetResult]
     context: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
     @classmethod
     def from_rows(
-        cls, rows: Iterable[Mapping[str, Any]], context: Mapping[str, Any] | None = None
+        cls,
+        rows: Sequence[Mapping[str, Any]],
+        context: Mapping[str, Any] | None = None,
+        lat_rate: float | None = None,
     ) -> Report:
-        """Build the report of a list of harness result rows."""
-        summary = summarize(rows)
-        return cls(summary, ratios(summary), evaluate_targets(summary), dict(context or {}))
+        """Build the report of harness result rows; ``lat_rate`` is the latency run's pace."""
+        summary = summarize(rows, lat_rate)
+        return cls(
+            summary, ratios(summary), evaluate_targets(summary), dict(context or {}), problems(rows)
+        )
 
     def metrics(self) -> list[Metric]:
         """The metrics that were measured, in table order."""
@@ -318,4 +351,5 @@ class Report:
             },
             "ratios": self.ratios,
             "targets": [t.as_json() for t in self.targets],
+            "problems": self.problems,
         }

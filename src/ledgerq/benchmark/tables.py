@@ -120,4 +120,6 @@ def markdown(report: Report) -> str:
         _md_row(["---"] * 4),
     ]
     lines += [_md_row([t.name, verdict(t), t.margin, t.detail]) for t in report.targets]
+    if report.problems:
+        lines += ["", "Failed runs:", ""] + [f"- {p}" for p in report.problems]
     return "\n".join(lines) + "\n"

@@ -152,7 +152,7 @@ def command(cli: CliContext, /, **options: Any) -> int:
     backends = parse_backends(options["backends"])
     runner.check_extra()
     runner.check_redis()
-    note = Console(stderr=True, highlight=False)
+    note = Console(stderr=True, highlight=False, soft_wrap=True)
     scratch = options["scratch"] or peers.default_scratch()
     peers_dir = peers.sync(peers.find_source(options["peers_source"]), scratch)
     chosen = parse_peers(options["peer_names"], options["no_peers"], peers.available(peers_dir))
@@ -169,15 +169,20 @@ def command(cli: CliContext, /, **options: Any) -> int:
         raise BenchError("nothing left to measure: every backend failed its setup")
     load = os.getloadavg()
     rows = _run_with_progress(bench, targets, modes, options["trials"], note)
-    report = Report.from_rows(rows, _context(options, stamp, load, bench, targets))
+    context = _context(options, stamp, load, bench, targets)
+    report = Report.from_rows(rows, context, lat_rate=options["lat_rate"])
     summary_path = bench.results_path.with_name(f"summary-{stamp}.md")
     summary_path.write_text(_summary_markdown(report))
     if cli.as_json:
         cli.emit_json(report.as_json())
         return 0
-    cli.console.print(tables.results_table(report))
-    cli.console.print(tables.targets_table(report))
-    cli.console.print(f"raw results: {bench.results_path}  summary: {summary_path}")
+    # Piped to a file, rich would wrap the wide table at 80 columns.
+    out = cli.console if cli.console.is_terminal else Console(width=220, highlight=False)
+    out.print(tables.results_table(report))
+    for problem in report.problems:
+        out.print(f"failed: {problem}", markup=False)
+    out.print(tables.targets_table(report))
+    out.print(f"raw results: {bench.results_path}  summary: {summary_path}", markup=False)
     return 0
 
 
