@@ -86,21 +86,23 @@ def run_demo(options: DemoOptions, console: Console, *, show_live: bool) -> Demo
         options.jobs, options.processes, options.concurrency, options.database.resolve()
     )
     reset_ledger(options)
-    app = LedgerQ(database_url=f"sqlite:///{options.database}")
-    pool = WorkerPool(
-        PoolSpec(
-            app.settings.database_url.get_secret_value(), options.concurrency, options.log_path
-        )
-    )
+    url = f"sqlite:///{options.database}"
+    app = LedgerQ(database_url=url)
+    pool = WorkerPool(PoolSpec(url, options.concurrency, options.log_path))
     try:
         return _run(app, pool, options, console, show_live)
     except KeyboardInterrupt:
         stopped = pool.stop()
         done = live.finished_count(count_states(app))
+        workers = (
+            f"sent SIGTERM to {stopped} running worker(s), which put their unfinished jobs"
+            " back to queued"
+            if stopped
+            else "no worker was running"
+        )
         return DemoRun(
             "interrupted",
-            f"interrupted: {done:,} of {options.jobs:,} jobs finished; sent SIGTERM to"
-            f" {stopped} running worker(s), which put their unfinished jobs back to queued."
+            f"interrupted: {done:,} of {options.jobs:,} jobs finished; {workers}."
             f" The ledger is kept in {options.database}",
         )
     finally:

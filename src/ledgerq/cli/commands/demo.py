@@ -53,10 +53,11 @@ def command(cli: CliContext, jobs: int, processes: int, concurrency: int, databa
     run = runner.run_demo(options, cli.console, show_live=not cli.as_json)
     if run.outcome == "interrupted":
         click.echo(run.detail, err=True)
-    elif cli.as_json:
+        return _EXIT_CODES[run.outcome]
+    if cli.as_json:
         cli.emit_json(run.summary)
     else:
         report.render(run.summary, cli.console)
-        if run.outcome != "finished":
-            click.echo(f"error: {run.detail}", err=True)
+    if run.outcome != "finished":
+        click.echo(f"error: {run.detail}", err=True)
     return _EXIT_CODES[run.outcome]
