@@ -1,0 +1,164 @@
+"""The application the acceptance tests run in real worker processes.
+
+Its tasks leave visible side effects in the ledger's own database, written through an engine
+of their own, so a test can tell exactly what ran and how often:
+
+- ``effects``: one row per key, written when a task *finishes* its work. The key is the
+  primary key; a second write of the same key goes to ``duplicates`` instead, so a job whose
+  effect ran twice is detected, never hidden.
+- ``starts``: one row per run (job id, attempt), written when ``effects.slow`` starts, to
+  prove a job was running when a test stopped or killed its worker.
+
+The tests create these tables (``metadata.create_all``). Run it with
+``ledgerq --app tests.acceptance.effects_app:app worker start``; the database comes from
+``LEDGERQ_DATABASE_URL``. Tests build their own instance with ``make_app(database_url=...)``:
+both register the same task names.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledgerq import JobContext, LedgerQ, Task
+from ledgerq.store.engine import create_engine
+from ledgerq.store.tables import jobs
+
+metadata = sa.MetaData()
+
+effects = sa.Table(
+    "effects",
+    metadata,
+    sa.Column("key", sa.String(100), primary_key=True),
+    sa.Column("job_id", sa.BigInteger, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+)
+duplicates = sa.Table(
+    "duplicates",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(100), nullable=False),
+    sa.Column("job_id", sa.BigInteger, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+)
+starts = sa.Table(
+    "starts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(100), nullable=False),
+    sa.Column("job_id", sa.BigInteger, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+)
+
+RECORD_EFFECT = "effects.record_effect"
+SLOW = "effects.slow"
+YIELDING = "effects.yielding"
+
+_engines: dict[str, sa.Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def effects_engine(url: str) -> sa.Engine:
+    """One engine per database URL and process, shared by every handler thread."""
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = create_engine(url, pool_size=8)
+        return engine
+
+
+def record(engine: sa.Engine, ctx: JobContext, key: str) -> None:
+    """Write ``key``'s effect, or a ``duplicates`` row if it was written before."""
+    row = {"key": key, "job_id": ctx.job_id, "attempt": ctx.attempt}
+    try:
+        with engine.begin() as conn:
+            conn.execute(effects.insert().values(row))
+    except sa.exc.IntegrityError:
+        with engine.begin() as conn:
+            conn.execute(duplicates.insert().values(row))
+
+
+def work(engine: sa.Engine, ctx: JobContext, key: str, seconds: float, rerun: float | None) -> bool:
+    """Record the start, then work ``seconds`` (``rerun`` from the second attempt on, if
+    given). False if the worker asked the run to stop first."""
+    with engine.begin() as conn:
+        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+    if ctx.attempt > 1 and rerun is not None:
+        seconds = rerun
+    deadline = time.monotonic() + seconds
+    while (remaining := deadline - time.monotonic()) > 0 and not ctx.stop_requested:
+        time.sleep(min(remaining, 0.02))
+    return not ctx.stop_requested
+
+
+def _wait_until_put_back(engine: sa.Engine, ctx: JobContext) -> None:
+    # Poll the ledger until this attempt no longer holds the job.
+    held = sa.select(jobs.c.id).where(
+        jobs.c.id == ctx.job_id, jobs.c.attempt == ctx.attempt, jobs.c.state == "running"
+    )
+    while True:
+        with engine.connect() as conn:
+            if conn.execute(held).first() is None:
+                return
+        time.sleep(0.02)
+
+
+def _park_forever() -> None:
+    # The worker gave up on this run and put the job back: never write its effect and never
+    # report an outcome that could race the put-back. The thread dies with the process.
+    threading.Event().wait()
+
+
+@dataclass(frozen=True)
+class EffectsApp:
+    """An application and its tasks."""
+
+    app: LedgerQ
+    record_effect: Task[Any, Any]
+    slow: Task[Any, Any]
+    yielding: Task[Any, Any]
+
+
+def make_app(**overrides: Any) -> EffectsApp:
+    """A LedgerQ with the effect tasks; ``overrides`` are settings (e.g. ``database_url``)."""
+    app = LedgerQ(**overrides)
+    url = app.settings.database_url.get_secret_value()
+
+    @app.task(name=RECORD_EFFECT, max_attempts=1)
+    def record_effect(ctx: JobContext, key: str) -> str:
+        """Record ``key``'s effect at once."""
+        record(effects_engine(url), ctx, key)
+        return key
+
+    @app.task(name=SLOW, max_attempts=1)
+    def slow(ctx: JobContext, key: str, seconds: float, rerun_seconds: float | None = None) -> str:
+        """Record the start, work ``seconds`` (``rerun_seconds`` from the second attempt on,
+        if given), then record ``key``'s effect. A run the worker asks to stop (shutdown past
+        its grace period) parks without an effect until the process exits."""
+        engine = effects_engine(url)
+        if not work(engine, ctx, key, seconds, rerun_seconds):
+            _park_forever()
+        record(engine, ctx, key)
+        return key
+
+    @app.task(name=YIELDING, max_attempts=1)
+    def yielding(
+        ctx: JobContext, key: str, seconds: float, rerun_seconds: float | None = None
+    ) -> str | None:
+        """Like ``slow``, but a run asked to stop returns (without an effect) as soon as the
+        worker has put its job back, freeing its slot as a cooperative handler would."""
+        engine = effects_engine(url)
+        if not work(engine, ctx, key, seconds, rerun_seconds):
+            _wait_until_put_back(engine, ctx)
+            return None
+        record(engine, ctx, key)
+        return key
+
+    return EffectsApp(app, record_effect, slow, yielding)
+
+
+app = make_app().app
