@@ -9,9 +9,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from pydantic import ValidationError
+
 from ledgerq import bootstrap
 from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
+from ledgerq.core import errors
 from ledgerq.core.job import EnqueueResult
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
@@ -107,6 +110,17 @@ class LedgerQ:
         self.registry = TaskRegistry()
         self._parts: bootstrap.Parts | None = None
         self._client: Client | None = None
+
+    def reconfigure(self, **overrides: Any) -> None:
+        """Replace settings before the first connection (used for CLI flags such as
+        ``--database-url``); raise ``ConfigError`` once the application is connected."""
+        if self._parts is not None:
+            raise errors.ConfigError("settings cannot change after the application connected")
+        merged = {**self.settings.model_dump(), **overrides}
+        try:
+            self.settings = Settings(**merged)
+        except ValidationError as exc:
+            raise errors.ConfigError(f"invalid settings: {exc.errors()[0]['msg']}") from None
 
     @property
     def parts(self) -> bootstrap.Parts:

@@ -41,6 +41,8 @@ class CliContext:
     settings: Settings
     as_json: bool = False
     console: Console = field(default_factory=Console)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Settings given as CLI flags; they win over an ``--app`` application's own settings."""
     _app: LedgerQ | None = None
 
     def app(self, *, tasks_needed: bool = False) -> LedgerQ:
@@ -48,6 +50,8 @@ class CliContext:
         if self._app is None:
             if self.settings.app:
                 self._app = load_app(self.settings.app)
+                if self.overrides:
+                    self._app.reconfigure(**self.overrides)
             elif tasks_needed:
                 raise errors.AppNotFound(
                     "this command runs or checks tasks: name your application with"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TextIO, cast
 
 import click
 import structlog
@@ -17,6 +18,17 @@ from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, worker
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of writing, so a log line never hits
+    a stream that was swapped out and closed (test capture, embedding)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def configure_logging(level: str, fmt: str) -> None:
@@ -33,7 +45,7 @@ def configure_logging(level: str, fmt: str) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=False,
     )
 
@@ -54,6 +66,8 @@ def cli(
     )
     configure_logging(settings.log_level, settings.log_format)
     ctx.obj = CliContext(settings=settings, as_json=as_json)
+    if database_url is not None:
+        ctx.obj.overrides["database_url"] = database_url
     ctx.call_on_close(ctx.obj.close)
 
 

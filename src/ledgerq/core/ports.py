@@ -47,6 +47,10 @@ class JobStore(Protocol):
     def stage_due_jobs(self, *, limit: int = 1000) -> int:
         """Move ``scheduled`` and ``failed`` jobs whose run_at has come to ``queued``."""
 
+    def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
+        """Seconds (by the database clock) until the earliest ``failed`` job of these queues
+        is due again; None if none waits for a retry."""
+
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of attempt outcomes in one transaction; fenced, one bool per item."""
 

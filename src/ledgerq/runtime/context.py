@@ -20,6 +20,7 @@ class JobContext:
     job: Job
     _lost: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _completing: bool = False
 
     @property
     def job_id(self) -> int:
@@ -45,6 +46,15 @@ class JobContext:
     def stop_requested(self) -> bool:
         """Whether the worker asked running jobs to wind down."""
         return self._stop.is_set()
+
+    @property
+    def completing(self) -> bool:
+        """Whether this run ended and its outcome is being written."""
+        return self._completing
+
+    def mark_completing(self) -> None:
+        """Record that the run ended; a refused heartbeat from now on is expected."""
+        self._completing = True
 
     def mark_lost(self) -> None:
         """Record that the ledger refused this run's fenced write."""

@@ -74,6 +74,7 @@ class Executor:
         self._deadlines: list[tuple[float, int, _Run]] = []
         self._seq = itertools.count()
         self._stopped = False
+        self._draining = False
         self._loop = asyncio.new_event_loop()
         self._threads: list[threading.Thread] = []
         self._loop_thread = threading.Thread(
@@ -126,6 +127,12 @@ class Executor:
             self._busy += 1
         self._inbox.put(_Run(ctx=ctx, spec=spec))
 
+    def drain(self) -> None:
+        """Run nothing more that has not started: the worker is shutting down and will put
+        waiting jobs back. Jobs already running go on."""
+        with self._cond:
+            self._draining = True
+
     def stop(self) -> None:
         """Stop the slot threads once their current job ends, and the event loop."""
         with self._cond:
@@ -145,6 +152,9 @@ class Executor:
             run = self._inbox.get()
             if run is None:
                 return
+            if self._draining:
+                self._release_slot()  # not started; the worker puts it back
+                continue
             run.thread_id = threading.get_ident()
             run.started = time.monotonic()
             timeout = self._timeout_of(run)

@@ -16,6 +16,9 @@ from ledgerq.runtime.executor import Executor
 
 log = structlog.get_logger("ledgerq.fetcher")
 
+#: A burst worker does not exit while a retry of its queues is due within this many seconds.
+BURST_RETRY_HORIZON_SECONDS = 10.0
+
 #: Longest wait for more free slots when there is a backlog, before claiming what is free.
 BATCH_WAIT_SECONDS = 0.002
 
@@ -86,13 +89,23 @@ class Fetcher:
                 continue
             if claimed == 0 and asked > 0:
                 if self._policy.burst and self._is_settled():
-                    if self._last_stage_was_fresh():
+                    if not self._last_stage_was_fresh():
+                        self._last_stage = 0.0  # stage once more before concluding empty
+                        continue
+                    if not self._retry_due_soon():
                         log.info("burst: queues are empty, stopping")
                         return
-                    self._last_stage = 0.0  # stage once more before concluding empty
-                    continue
                 wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
                 self._transport.pull(queues=self._policy.queues, timeout=wait)
+
+    def _retry_due_soon(self) -> bool:
+        """In burst mode, wait for retries due within ``BURST_RETRY_HORIZON_SECONDS``."""
+        due = self._store.seconds_until_retry(queues=self._policy.queues)
+        if due is None or due > BURST_RETRY_HORIZON_SECONDS:
+            return False
+        self._stop.wait(min(due, self._policy.poll_interval_seconds))
+        self._last_stage = 0.0
+        return True
 
     def _last_stage_was_fresh(self) -> bool:
         return time.monotonic() - self._last_stage < 0.05

@@ -53,7 +53,7 @@ class Heartbeater:
         # this worker still holds has really been lost.
         still_held = {id(c) for c in self._running_jobs()}
         for ctx, ok in zip(contexts, applied, strict=True):
-            if not ok and id(ctx) in still_held:
+            if not ok and not ctx.completing and id(ctx) in still_held:
                 refused += 1
                 ctx.mark_lost()
                 log.warning(

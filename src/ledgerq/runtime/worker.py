@@ -85,7 +85,8 @@ class Worker:
             registry=registry,
             codec=codec,
             concurrency=options.concurrency,
-            on_complete=self._completer.add,
+            on_complete=self._on_attempt_done,
+            prefetch=options.prefetch,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -142,9 +143,16 @@ class Worker:
     def _shutdown(self) -> None:
         self._fetcher.stop()
         self._fetcher.thread.join()
-        grace = 0.0 if self._immediate else self.options.shutdown_grace_seconds
-        if not self._wait_idle(grace):
-            log.warning("grace period over; putting unfinished jobs back", grace_s=grace)
+        if not self._stop_requested:
+            # A natural end (burst, --once): let in-flight jobs finish, unless a signal
+            # arrives meanwhile and turns this into a graceful stop.
+            while not self._executor.wait_idle(0.1) and not self._stop_requested:
+                pass
+        if self._stop_requested:
+            self._executor.drain()  # prefetched jobs that have not started are put back
+            grace = 0.0 if self._immediate else self.options.shutdown_grace_seconds
+            if not self._wait_idle(grace):
+                log.warning("grace period over; putting unfinished jobs back", grace_s=grace)
         self._completer.flush(30.0)
         self._put_back_unfinished()
         self._heartbeater.stop()
@@ -166,16 +174,28 @@ class Worker:
         contexts = self.running_jobs()
         if not contexts:
             return
-        for ctx in contexts:
-            ctx.request_stop()
         try:
             applied = self._store.requeue_jobs([c.claim for c in contexts])
         except errors.StoreError as exc:
             # The leases still expire, and the rescuer will requeue these jobs.
             log.error("could not put jobs back", error=str(exc), jobs=len(contexts))
-            return
+            applied = [False] * len(contexts)
+        # Only after the put-back: a handler that returns when asked to stop must not get
+        # its early return recorded as the job's outcome.
+        for ctx in contexts:
+            ctx.mark_lost()
+            ctx.request_stop()
         self.stats.requeued += sum(applied)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
+
+    def _on_attempt_done(self, completion: Completion) -> None:
+        # Marked before the write: a heartbeat racing the completion is then refused
+        # without the job being taken for lost.
+        with self._lock:
+            ctx = self._inflight.get(completion.claim.job_id)
+        if ctx is not None and ctx.attempt == completion.claim.attempt:
+            ctx.mark_completing()
+        self._completer.add(completion)
 
     def _on_claimed(self, job: Job) -> None:
         ctx = JobContext(job)

@@ -57,6 +57,8 @@ def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa
     options: dict[str, Any] = {"pool_recycle": 3600}
     if backend == "sqlite":
         options["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    if backend == "postgresql":
+        options["connect_args"] = {"prepare_threshold": 0}
     else:
         options["pool_size"] = pool_size
         options["max_overflow"] = pool_size

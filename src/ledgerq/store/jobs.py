@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -265,6 +266,19 @@ class SqlJobStore:
             queues = conn.execute(sa.select(jobs.c.queue).where(jobs.c.id.in_(ids)).distinct())
             d.notify(conn, set(queues.scalars()))
         return int(staged)
+
+    def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
+        """Seconds until the earliest failed job of ``queues`` is due; None if there is none."""
+        stmt = sa.select(sa.func.min(jobs.c.run_at), self.dialect.now()).where(
+            jobs.c.state == S.FAILED.value, jobs.c.queue.in_(list(queues))
+        )
+        with self._single() as conn:
+            earliest, now = conn.execute(stmt).one()
+        if earliest is None:
+            return None
+        if isinstance(now, str):  # SQLite returns its clock as text
+            now = datetime.fromisoformat(now)
+        return max((as_utc(earliest) - as_utc(now)).total_seconds(), 0.0)
 
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of outcomes in one transaction; one bool per item (fenced)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ledgerq.cli.context import CliContext, pass_cli
-from ledgerq.demo import report, runner, workload
+from ledgerq.demo import workload
 
 _EXIT_CODES = {"finished": 0, "stalled": 1, "interrupted": 130}
 
@@ -49,6 +49,10 @@ def command(cli: CliContext, jobs: int, processes: int, concurrency: int, databa
         raise click.BadParameter(
             f"directory {database.parent} does not exist", param_hint="--database"
         )
+    # Imported here: the demo's task module builds its LedgerQ at import time, and a bad
+    # LEDGERQ_* setting must not break every other command.
+    from ledgerq.demo import report, runner
+
     options = runner.DemoOptions(jobs, processes, concurrency, database)
     run = runner.run_demo(options, cli.console, show_live=not cli.as_json)
     if run.outcome == "interrupted":

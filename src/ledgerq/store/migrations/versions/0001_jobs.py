@@ -56,6 +56,14 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_jobs"),
     )
     op.create_index("ix_jobs_dedupe_active", "jobs", ["dedupe_active"], unique=True)
+    if op.get_bind().dialect.name == "postgresql":
+        # A queue table churns: every job is updated several times. Vacuum it early and
+        # without throttling so dead index entries do not pile up in front of the claim.
+        op.execute(
+            "ALTER TABLE jobs SET (autovacuum_vacuum_scale_factor = 0.02,"
+            " autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.05,"
+            " autovacuum_vacuum_cost_delay = 0, fillfactor = 90)"
+        )
     op.create_index("ix_jobs_state_queue", "jobs", ["state", "queue"])
     if op.get_bind().dialect.name in ("mysql", "mariadb"):
         op.create_index(
