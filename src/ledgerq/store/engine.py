@@ -10,6 +10,9 @@ from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
 
+#: Execution option marking a transaction that only reads (SQLite then skips the write lock).
+READ_ONLY_OPTION = "ledgerq_read_only"
+
 _DRIVERS = {
     "postgresql": "postgresql+psycopg",
     "postgres": "postgresql+psycopg",
@@ -86,5 +89,7 @@ def _configure_sqlite(engine: sa.Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         # Take the write lock up front: a deferred transaction that reads and then writes can
-        # fail with SQLITE_BUSY instead of waiting, which would make claims flaky.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # fail with SQLITE_BUSY instead of waiting, which would make claims flaky. Read-only
+        # calls say so and stay deferred, so monitoring never blocks the workers.
+        read_only = conn.get_execution_options().get(READ_ONLY_OPTION, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")

@@ -19,6 +19,7 @@ from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import FINISHED, UNFINISHED, WAITING, JobState
 from ledgerq.store.dialects import Dialect, dialect_for
+from ledgerq.store.engine import READ_ONLY_OPTION
 from ledgerq.store.tables import jobs
 
 S = JobState
@@ -60,6 +61,7 @@ class SqlJobStore:
         self.dialect: Dialect = dialect_for(engine.dialect.name)
         options = self.dialect.single_statement_options
         self._single_engine = engine.execution_options(**options) if options else engine
+        self._read_engine = engine.execution_options(**{READ_ONLY_OPTION: True})
         relaxed = relaxed_engine or engine
         self._relaxed_engine = relaxed.execution_options(**options) if options else relaxed
         d = self.dialect
@@ -108,6 +110,15 @@ class SqlJobStore:
     def _begin(self) -> Iterator[Connection]:
         try:
             with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise translate_error(exc) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A transaction that only reads."""
+        try:
+            with self._read_engine.begin() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
             raise translate_error(exc) from exc
@@ -219,13 +230,29 @@ class SqlJobStore:
     ) -> list[Job]:
         """Atomically move up to ``limit`` due queued jobs to running (priority, then age)."""
         d = self.dialect
-        picked = (
-            sa.select(jobs.c.id)
-            .where(jobs.c.state == S.QUEUED.value, jobs.c.queue.in_(list(queues)))
-            .where(jobs.c.run_at <= d.now())
-            .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
-            .limit(limit)
-        )
+        order = (jobs.c.priority, jobs.c.run_at, jobs.c.id)
+        ready = sa.and_(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= d.now())
+        if len(queues) == 1:
+            picked = sa.select(jobs.c.id).where(ready, jobs.c.queue == queues[0])
+        else:
+            # One index range per queue, merged: a single ORDER BY over several queues would
+            # sort every queued row of them on each claim.
+            per_queue = [
+                sa.select(jobs.c.id)
+                .where(ready, jobs.c.queue == queue)
+                .order_by(*order)
+                .limit(2 * limit)
+                .subquery()
+                for queue in queues
+            ]
+            candidates = sa.union_all(*(sa.select(sub.c.id) for sub in per_queue)).subquery()
+            picked = sa.select(jobs.c.id).where(jobs.c.id.in_(sa.select(candidates.c.id)))
+            if d.name != "sqlite":
+                # Re-checked on the locked row version (PostgreSQL and MySQL lock after the
+                # candidates were read); SQLite holds the write lock for the whole claim, and
+                # there the extra condition would steer the planner off the primary key.
+                picked = picked.where(ready)
+        picked = picked.order_by(*order).limit(limit)
         values = {
             "state": S.RUNNING.value,
             "attempt": jobs.c.attempt + 1,
@@ -272,7 +299,7 @@ class SqlJobStore:
         stmt = sa.select(sa.func.min(jobs.c.run_at), self.dialect.now()).where(
             jobs.c.state == S.FAILED.value, jobs.c.queue.in_(list(queues))
         )
-        with self._single() as conn:
+        with self._read() as conn:
             earliest, now = conn.execute(stmt).one()
         if earliest is None:
             return None
@@ -335,7 +362,7 @@ class SqlJobStore:
 
     def get_job(self, job_id: int) -> Job:
         """Return the job or raise ``JobNotFound``."""
-        with self._begin() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(*jobs.c).where(jobs.c.id == job_id)).mappings().first()
         if row is None:
             raise errors.JobNotFound(job_id)
@@ -357,7 +384,7 @@ class SqlJobStore:
             stmt = stmt.where(jobs.c.queue == queue)
         if task is not None:
             stmt = stmt.where(jobs.c.task == task)
-        with self._begin() as conn:
+        with self._read() as conn:
             return [Job.from_row(r) for r in conn.execute(stmt).mappings()]
 
     def cancel_job(self, job_id: int) -> Job:
@@ -401,5 +428,5 @@ class SqlJobStore:
         stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(
             jobs.c.queue, jobs.c.state
         )
-        with self._begin() as conn:
+        with self._read() as conn:
             return {(q, JobState(s)): int(n) for q, s, n in conn.execute(stmt)}
