@@ -25,7 +25,8 @@ test: install-test
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 ## make bench: ledgerq side by side with the peer queues, as ratios
-bench: install-test
+bench: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/ledgerq bench
 
 ## make lint: ruff, mypy and the import-layer contract
