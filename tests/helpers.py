@@ -14,7 +14,12 @@ from ledgerq.runtime.worker import Worker
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.02) -> T:
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float = 20.0,
+    what: str = "condition",
+    interval: float = 0.02,
+) -> T:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -22,7 +27,7 @@ def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval: floa
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
+            raise AssertionError(f"{what} not met within {timeout} s (last value {value!r})")
         time.sleep(interval)
 
 

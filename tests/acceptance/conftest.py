@@ -12,11 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -28,21 +27,6 @@ from tests.acceptance import effects_app
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_REF = "tests.acceptance.effects_app:app"
 CLI = (sys.executable, "-m", "ledgerq.cli.main")
-
-T = TypeVar("T")
-
-
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s (last value {value!r})")
-        time.sleep(0.02)
-
 
 class Ledger:
     """The test's view of one database: the ledger's jobs and the effect tables."""
