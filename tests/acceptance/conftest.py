@@ -28,6 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_REF = "tests.acceptance.effects_app:app"
 CLI = (sys.executable, "-m", "ledgerq.cli.main")
 
+
 class Ledger:
     """The test's view of one database: the ledger's jobs and the effect tables."""
 
