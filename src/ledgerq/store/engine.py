@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import sqlalchemy as sa
@@ -9,6 +10,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
+
+_HOLDS_WRITE_LOCK = "ledgerq_holds_write_lock"
 
 #: Execution option marking a transaction that only reads (SQLite then skips the write lock).
 READ_ONLY_OPTION = "ledgerq_read_only"
@@ -86,10 +89,29 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
 
+    # Threads of one process queue here for the write lock instead of in SQLite's busy
+    # handler, which polls with sleeps of up to 100 ms.
+    write_lock = threading.RLock()
+
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         # Take the write lock up front: a deferred transaction that reads and then writes can
         # fail with SQLITE_BUSY instead of waiting, which would make claims flaky. Read-only
         # calls say so and stay deferred, so monitoring never blocks the workers.
-        read_only = conn.get_execution_options().get(READ_ONLY_OPTION, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        if conn.get_execution_options().get(READ_ONLY_OPTION, False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        write_lock.acquire()
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            write_lock.release()
+            raise
+        conn.info[_HOLDS_WRITE_LOCK] = True
+
+    def _on_end(conn: sa.Connection) -> None:
+        if conn.info.pop(_HOLDS_WRITE_LOCK, False):
+            write_lock.release()
+
+    sa.event.listen(engine, "commit", _on_end)
+    sa.event.listen(engine, "rollback", _on_end)
