@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.acceptance.conftest import Ledger, Procs, wait_until
+from tests.acceptance.conftest import Ledger, Procs
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
