@@ -97,6 +97,11 @@ class Executor:
         thread.start()
 
     @property
+    def capacity(self) -> int:
+        """Jobs this executor accepts at once: running slots plus prefetch room."""
+        return self._capacity
+
+    @property
     def busy(self) -> int:
         """Slots currently running a job."""
         return self._busy

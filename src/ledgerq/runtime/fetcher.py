@@ -29,6 +29,7 @@ class FetchPolicy:
 
     queues: tuple[str, ...]
     worker_id: str
+    concurrency: int = 8
     batch_size: int = 32
     poll_interval_seconds: float = 1.0
     lease_seconds: float = 15.0
@@ -75,9 +76,7 @@ class Fetcher:
             if backlog:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.
-                self._executor.wait_for_free_slot(
-                    BATCH_WAIT_SECONDS, at_least=self._policy.batch_size
-                )
+                self._executor.wait_for_free_slot(BATCH_WAIT_SECONDS, at_least=self._batch_target())
             try:
                 claimed, asked = self._fetch_once()
                 backoff = 0.1
@@ -97,6 +96,13 @@ class Fetcher:
                         return
                 wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
                 self._transport.pull(queues=self._policy.queues, timeout=wait)
+
+    def _batch_target(self) -> int:
+        # With prefetch, claim once half the room is free, so the other half keeps the slots
+        # busy during the round trip; without, wait for every slot.
+        capacity = self._executor.capacity
+        target = capacity // 2 if capacity > self._policy.concurrency else capacity
+        return min(self._policy.batch_size, max(target, 1))
 
     def _retry_due_soon(self) -> bool:
         """In burst mode, wait for retries due within ``BURST_RETRY_HORIZON_SECONDS``."""

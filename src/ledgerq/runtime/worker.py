@@ -91,6 +91,7 @@ class Worker:
         policy = FetchPolicy(
             queues=options.queues,
             worker_id=self.id,
+            concurrency=options.concurrency,
             batch_size=options.batch_size,
             poll_interval_seconds=options.poll_interval_seconds,
             lease_seconds=options.lease_seconds,
