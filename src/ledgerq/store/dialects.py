@@ -66,6 +66,9 @@ class Dialect:
         """Run a fenced UPDATE once per parameter set, in the caller's transaction."""
         return [conn.execute(stmt, p).rowcount == 1 for p in params]
 
+    #: Whether ``insert_plain`` also wakes the workers of the inserted queues.
+    insert_notifies = False
+
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
         """Insert rows (with ``delay_s``) in one statement and return ids in input order, or
         None to let the caller use SQLAlchemy's portable bulk insert."""
@@ -114,6 +117,7 @@ class PostgresDialect(Dialect):
         return postgresql.insert(jobs).on_conflict_do_nothing()
 
     single_statement_options = {"isolation_level": "AUTOCOMMIT"}  # noqa: RUF012
+    insert_notifies = True
 
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
         columns = (
@@ -131,7 +135,7 @@ class PostgresDialect(Dialect):
         for name in ("timeout_seconds", "delay_s"):
             arrays[name] = [None if v is None else float(v) for v in arrays[name]]
         # Ids come from the sequence in unnest's order, so ascending ids are in input order.
-        ids = conn.execute(_PG_INSERT, arrays).scalars().all()
+        ids = conn.execute(_PG_INSERT_NOTIFY, arrays).scalars().all()
         return sorted(int(i) for i in ids)
 
     def complete_group(
@@ -174,7 +178,14 @@ _PG_INSERT = sa.text(
     " CAST(:priority AS smallint[]), CAST(:state AS text[]), CAST(:max_attempts AS int[]),"
     " CAST(:timeout_seconds AS float8[]), CAST(:delay_s AS float8[]))"
     " AS v(queue, task, args, priority, state, max_attempts, timeout_seconds, delay_s)"
-    " RETURNING id"
+    " RETURNING id, queue, state"
+)
+# The insert wakes idle workers in the same statement (one round trip, atomic in autocommit);
+# the uncorrelated subquery runs once, and NOTIFY is delivered at commit.
+_PG_INSERT_NOTIFY = sa.text(
+    "WITH ins AS (" + str(_PG_INSERT.text) + ")"
+    " SELECT ins.id, (SELECT count(pg_notify('" + NOTIFY_CHANNEL + "', q.queue))"
+    " FROM (SELECT DISTINCT queue FROM ins WHERE state = 'queued') AS q) AS woken FROM ins"
 )
 
 _PG_COMPLETE = sa.text(

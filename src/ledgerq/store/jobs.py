@@ -175,6 +175,17 @@ class SqlJobStore:
         """Insert jobs; plain ones in one bulk statement, deduplicated ones one by one."""
         results: dict[int, EnqueueResult] = {}
         plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
+        one_statement = (
+            connection is None
+            and len(plain) == len(new_jobs)
+            and self.dialect.insert_notifies
+            and all(j.run_at is None for j in new_jobs)
+        )
+        if one_statement:
+            # PostgreSQL: insert and NOTIFY in one autocommit statement, one round trip.
+            with self._single() as conn:
+                ids = self._insert_bulk(conn, new_jobs)
+            return [EnqueueResult(job_id) for job_id in ids]
         with self._in(connection) as conn:
             if plain:
                 ids = self._insert_bulk(conn, [j for _, j in plain])
@@ -185,6 +196,8 @@ class SqlJobStore:
                 if job.dedupe_key is not None:
                     results[i] = self._insert_deduplicated(conn, job)
             ready = {j.queue for j in new_jobs if j.initial_state is S.QUEUED}
+            if self.dialect.insert_notifies:
+                ready -= {j.queue for _, j in plain if j.run_at is None}
             if ready:
                 self.dialect.notify(conn, ready)
         return [results[i] for i in range(len(new_jobs))]
