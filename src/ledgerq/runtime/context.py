@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ledgerq.core.job import Claim, Job
 
@@ -18,8 +17,10 @@ class JobContext:
     """
 
     job: Job
-    _lost: threading.Event = field(default_factory=threading.Event)
-    _stop: threading.Event = field(default_factory=threading.Event)
+    # Plain flags, not Events: one context is made per job on the hot path, and a flag set by
+    # one thread and read by another is safe under the GIL.
+    _lost: bool = False
+    _stop: bool = False
     _completing: bool = False
 
     @property
@@ -40,12 +41,12 @@ class JobContext:
     @property
     def owns_job(self) -> bool:
         """Whether this run still owns the job in the ledger, as of the last heartbeat."""
-        return not self._lost.is_set()
+        return not self._lost
 
     @property
     def stop_requested(self) -> bool:
         """Whether the worker asked running jobs to wind down."""
-        return self._stop.is_set()
+        return self._stop
 
     @property
     def completing(self) -> bool:
@@ -58,8 +59,8 @@ class JobContext:
 
     def mark_lost(self) -> None:
         """Record that the ledger refused this run's fenced write."""
-        self._lost.set()
+        self._lost = True
 
     def request_stop(self) -> None:
         """Ask the handler to wind down."""
-        self._stop.set()
+        self._stop = True

@@ -44,7 +44,7 @@ class _Run:
     finished: bool = False
     timed_out: bool = False
     in_handler: bool = False
-    unwound: threading.Event = field(default_factory=threading.Event)
+    unwound: threading.Event | None = None  # made only for runs with a timeout
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -164,6 +164,7 @@ class Executor:
             run.started = time.monotonic()
             timeout = self._timeout_of(run)
             if timeout is not None and not (run.spec and run.spec.is_async):
+                run.unwound = threading.Event()
                 with self._cond:
                     heapq.heappush(self._deadlines, (run.started + timeout, next(self._seq), run))
                     self._cond.notify_all()
@@ -172,7 +173,8 @@ class Executor:
             except JobTimeout:
                 self._leave_handler(run)
                 completion = None  # the monitor already recorded the timeout
-            run.unwound.set()
+            if run.unwound is not None:
+                run.unwound.set()
             self._finish(run, completion)
             if run.timed_out and threading.current_thread() not in self._threads:
                 return  # this thread was written off and replaced while it hung
@@ -279,7 +281,7 @@ class Executor:
         threading.Thread(target=self._write_off, args=(run,), daemon=True).start()
 
     def _write_off(self, run: _Run) -> None:
-        if run.unwound.wait(ABANDON_AFTER_SECONDS):
+        if run.unwound is not None and run.unwound.wait(ABANDON_AFTER_SECONDS):
             self._release_slot()
             return
         thread = next((t for t in self._threads if t.ident == run.thread_id), None)

@@ -37,13 +37,18 @@ class Dialect:
         """Adapt an aware UTC datetime for binding (naive UTC where the column has no zone)."""
         return value.replace(tzinfo=None)
 
-    def claim(
-        self, conn: Connection, picked: sa.Select[Any], values: dict[str, Any]
-    ) -> Sequence[RowMapping]:
-        """Move the rows ``picked`` selects to running with ``values``; return them."""
+    def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
+        """Prepare, once per queue set, what ``run_claim`` executes: move the rows ``picked``
+        selects to running with ``values``. Built statements are reused, so SQLAlchemy's
+        compiled cache is hit without rebuilding the statement tree on every claim."""
         ids = picked.scalar_subquery()
-        stmt = sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)
-        return conn.execute(stmt).mappings().all()
+        return sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)
+
+    def run_claim(
+        self, conn: Connection, built: Any, params: dict[str, Any]
+    ) -> Sequence[RowMapping]:
+        """Execute a claim prepared by ``build_claim``; return the claimed rows."""
+        return conn.execute(built, params).mappings().all()
 
     def insert_unless_duplicate(self, conn: Connection, row: dict[str, Any]) -> int | None:
         """Insert one job row; return its id, or None if its dedupe key is taken."""
@@ -106,12 +111,9 @@ class PostgresDialect(Dialect):
     def bind_time(self, value: Any) -> Any:
         return value
 
-    def claim(
-        self, conn: Connection, picked: sa.Select[Any], values: dict[str, Any]
-    ) -> Sequence[RowMapping]:
+    def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
         ids = picked.with_for_update(skip_locked=True).scalar_subquery()
-        stmt = sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)
-        return conn.execute(stmt).mappings().all()
+        return sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)
 
     def _insert_ignore(self) -> Any:
         return postgresql.insert(jobs).on_conflict_do_nothing()
@@ -224,14 +226,23 @@ class MysqlDialect(Dialect):
         micros = sa.func.round(sa.cast(seconds, sa.Float) * 1_000_000)
         return sa.func.timestampadd(sa.literal_column("MICROSECOND"), micros, self.now())
 
-    def claim(
-        self, conn: Connection, picked: sa.Select[Any], values: dict[str, Any]
+    def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
+        ids: sa.BindParameter[Any] = sa.bindparam("claimed_ids", expanding=True)
+        return (
+            picked.with_for_update(skip_locked=True),
+            sa.update(jobs).where(jobs.c.id.in_(ids)).values(values),
+            sa.select(*jobs.c).where(jobs.c.id.in_(ids)),
+        )
+
+    def run_claim(
+        self, conn: Connection, built: Any, params: dict[str, Any]
     ) -> Sequence[RowMapping]:
-        ids = list(conn.execute(picked.with_for_update(skip_locked=True)).scalars())
+        pick, update, fetch = built
+        ids = list(conn.execute(pick, params).scalars())
         if not ids:
             return []
-        conn.execute(sa.update(jobs).where(jobs.c.id.in_(ids)).values(values))
-        return conn.execute(sa.select(*jobs.c).where(jobs.c.id.in_(ids))).mappings().all()
+        conn.execute(update, {**params, "claimed_ids": ids})
+        return conn.execute(fetch, {"claimed_ids": ids}).mappings().all()
 
     def insert_unless_duplicate(self, conn: Connection, row: dict[str, Any]) -> int | None:
         # A savepoint keeps the caller's transaction usable after the duplicate-key error;

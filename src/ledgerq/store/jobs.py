@@ -62,6 +62,7 @@ class SqlJobStore:
         options = self.dialect.single_statement_options
         self._single_engine = engine.execution_options(**options) if options else engine
         self._read_engine = engine.execution_options(**{READ_ONLY_OPTION: True})
+        self._claims: dict[tuple[str, ...], Any] = {}
         relaxed = relaxed_engine or engine
         self._relaxed_engine = relaxed.execution_options(**options) if options else relaxed
         d = self.dialect
@@ -242,6 +243,27 @@ class SqlJobStore:
         self, *, queues: Sequence[str], worker_id: str, limit: int, lease_seconds: float
     ) -> list[Job]:
         """Atomically move up to ``limit`` due queued jobs to running (priority, then age)."""
+        key = tuple(queues)
+        built = self._claims.get(key)
+        if built is None:
+            built = self._claims[key] = self.dialect.build_claim(*self._claim_parts(key))
+        params = {
+            "claim_limit": limit,
+            "candidate_limit": 2 * limit,
+            "claim_worker": worker_id,
+            "lease_s": float(lease_seconds),
+        }
+        # MySQL's claim is several statements and needs a real transaction.
+        mysql = self.dialect.name == "mysql"
+        with self._begin() if mysql else self._single(relaxed=True) as conn:
+            rows = self.dialect.run_claim(conn, built, params)
+        claimed = [Job.from_row(r) for r in rows]
+        claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return claimed
+
+    def _claim_parts(self, queues: tuple[str, ...]) -> tuple[sa.Select[Any], dict[str, Any]]:
+        """The selection and the new values of a claim of ``queues``, with bound parameters
+        ``claim_limit``, ``candidate_limit``, ``claim_worker`` and ``lease_s``."""
         d = self.dialect
         order = (jobs.c.priority, jobs.c.run_at, jobs.c.id)
         ready = sa.and_(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= d.now())
@@ -254,7 +276,7 @@ class SqlJobStore:
                 sa.select(jobs.c.id)
                 .where(ready, jobs.c.queue == queue)
                 .order_by(*order)
-                .limit(2 * limit)
+                .limit(sa.bindparam("candidate_limit", type_=sa.Integer))
                 .subquery()
                 for queue in queues
             ]
@@ -265,22 +287,17 @@ class SqlJobStore:
                 # candidates were read); SQLite holds the write lock for the whole claim, and
                 # there the extra condition would steer the planner off the primary key.
                 picked = picked.where(ready)
-        picked = picked.order_by(*order).limit(limit)
+        picked = picked.order_by(*order).limit(sa.bindparam("claim_limit", type_=sa.Integer))
         values = {
             "state": S.RUNNING.value,
             "attempt": jobs.c.attempt + 1,
-            "worker_id": worker_id,
+            "worker_id": sa.bindparam("claim_worker", type_=sa.String),
             "started_at": d.now(),
             "heartbeat_at": d.now(),
-            "lease_expires_at": d.now_plus(sa.literal(lease_seconds, sa.Float)),
+            "lease_expires_at": d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
             "finished_at": None,
         }
-        # MySQL's claim is several statements and needs a real transaction.
-        with self._begin() if d.name == "mysql" else self._single(relaxed=True) as conn:
-            rows = d.claim(conn, picked, values)
-        claimed = [Job.from_row(r) for r in rows]
-        claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return claimed
+        return picked, values
 
     def stage_due_jobs(self, *, limit: int = 1000) -> int:
         """Move scheduled and failed jobs whose run_at has come to queued."""
