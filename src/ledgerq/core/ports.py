@@ -60,6 +60,9 @@ class JobStore(Protocol):
     def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:
         """Put running attempts back to ``queued`` (graceful shutdown); fenced."""
 
+    def maintain_tables(self) -> bool:
+        """Clean up after churn where the database would not; True if anything ran."""
+
     def get_job(self, job_id: int) -> Job:
         """Return the job or raise ``JobNotFound``."""
 

@@ -23,8 +23,13 @@ from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
+from ledgerq.runtime.janitor import Janitor
 
 log = structlog.get_logger("ledgerq.worker")
+
+
+#: Seconds between a worker's checks whether the ledger's tables need maintenance.
+MAINTAIN_INTERVAL_SECONDS = 15.0
 
 
 def new_worker_id() -> str:
@@ -101,6 +106,7 @@ class Worker:
         self._fetcher = Fetcher(
             store, transport, self._executor, policy, self._on_claimed, self._is_settled
         )
+        self._janitor = Janitor(store, interval_seconds=MAINTAIN_INTERVAL_SECONDS)
         self._heartbeater = Heartbeater(
             store,
             self.running_jobs,
@@ -134,6 +140,7 @@ class Worker:
         self._completer.start()
         self._executor.start()
         self._heartbeater.start()
+        self._janitor.start()
         self._fetcher.thread.start()
         # Join in short slices so a signal handler's flag is seen promptly.
         while self._fetcher.thread.is_alive() and not self._stop_requested:
@@ -157,6 +164,7 @@ class Worker:
         self._completer.flush(30.0)
         self._put_back_unfinished()
         self._heartbeater.stop()
+        self._janitor.stop()
         self._executor.stop()
         self._completer.stop()
         self._transport.close()

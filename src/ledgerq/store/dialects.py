@@ -95,6 +95,10 @@ class Dialect:
     def notify(self, conn: Connection, queues: set[str]) -> None:
         """Wake idle workers of these queues when the transaction commits (if supported)."""
 
+    def maintain(self, engine: sa.Engine) -> bool:
+        """Clean up after churn if the server will not; True if something was done."""
+        return False
+
 
 class PostgresDialect(Dialect):
     """PostgreSQL: SKIP LOCKED, RETURNING, NOTIFY, asynchronous commit for claims."""
@@ -166,6 +170,23 @@ class PostgresDialect(Dialect):
         }
         return [(i, a) in beat for i, a in zip(ids, attempts, strict=True)]
 
+    def maintain(self, engine: sa.Engine) -> bool:
+        # A queue table churns; with autovacuum off (or behind) dead index entries pile up in
+        # front of the claim and stale statistics mislead the planner. One worker at a time
+        # (advisory lock) vacuums and analyzes the table when enough rows died.
+        with engine.connect() as plain:
+            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+            dead = conn.exec_driver_sql(_PG_DEAD_TUPLES).scalar() or 0
+            if dead < MAINTAIN_DEAD_TUPLES:
+                return False
+            if not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({_MAINTAIN_LOCK})").scalar():
+                return False
+            try:
+                conn.exec_driver_sql("VACUUM (ANALYZE) jobs")
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
+        return True
+
     def notify(self, conn: Connection, queues: set[str]) -> None:
         for queue in sorted(queues):
             conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, queue)))
@@ -202,6 +223,8 @@ _PG_COMPLETE = sa.text(
     " CAST(:results AS text[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))"
     " AS v(id, attempt, state, result, error, delay)"
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
+    # Steers the planner to the primary key even when its statistics are stale.
+    " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
     " RETURNING jobs.id, jobs.attempt"
 )
 
@@ -210,8 +233,15 @@ _PG_HEARTBEAT = sa.text(
     " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8))"
     " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[])) AS v(id, attempt)"
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
+    " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
     " RETURNING jobs.id, jobs.attempt"
 )
+
+
+#: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
+MAINTAIN_DEAD_TUPLES = 20_000
+_MAINTAIN_LOCK = 0x6C65_6467  # "ledg": an arbitrary, fixed advisory-lock key
+_PG_DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')"
 
 
 class MysqlDialect(Dialect):

@@ -390,6 +390,14 @@ class SqlJobStore:
 
     # -- inspection and operator actions ---------------------------------------------------
 
+    def maintain_tables(self) -> bool:
+        """Vacuum and analyze the ledger where the database would not do it in time
+        (PostgreSQL with many dead rows); True if it ran. Safe to call from every worker."""
+        try:
+            return self.dialect.maintain(self.engine)
+        except sa.exc.DBAPIError as exc:
+            raise translate_error(exc) from exc
+
     def get_job(self, job_id: int) -> Job:
         """Return the job or raise ``JobNotFound``."""
         with self._read() as conn:
