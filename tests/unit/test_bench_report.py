@@ -4,12 +4,13 @@ shapes of the table and JSON. No timing is asserted anywhere: speed is never a u
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from ledgerq.benchmark import BenchError, report, tables
+from ledgerq.benchmark import BenchError, report, runner, tables
 from ledgerq.benchmark.report import METRIC_BY_KEY, Cell, Report
 from ledgerq.cli.commands import bench
 
@@ -244,3 +245,15 @@ def test_backend_and_peer_parsing() -> None:
     assert bench.parse_backends("pg,mariadb,sqlite") == ["postgresql", "mysql", "sqlite"]
     assert bench.parse_peers(None, True, ["rq"]) == []
     assert bench.parse_peers("huey,rq,huey", False, ["rq", "huey"]) == ["huey", "rq"]
+
+
+def test_overlapping_benches_are_refused(tmp_path: Path) -> None:
+    lock = tmp_path / "bench.lock"
+    with (
+        runner.exclusive(lock),
+        pytest.raises(BenchError, match="another ledgerq bench is running"),
+        runner.exclusive(lock),
+    ):
+        pass
+    with runner.exclusive(lock):
+        pass  # released on exit

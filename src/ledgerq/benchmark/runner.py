@@ -6,11 +6,13 @@ to a JSONL file. Trials are interleaved so slow drift of the machine hits every 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -197,6 +199,25 @@ def _lines(path: Path) -> Iterator[str]:
         yield from (
             line.strip() for line in path.read_text().splitlines() if line.strip().isdigit()
         )
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: Path | None = None) -> Iterator[None]:
+    """Hold the machine-wide bench lock for the block; raise ``BenchError`` if another bench
+    holds it. Two benches at once share Redis db 15's counters and the bench databases, so
+    each would count the other's jobs: overlapping runs are refused, not measured."""
+    path = lock_path or Path(tempfile.gettempdir()) / "ledgerq-bench.lock"
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BenchError(
+                f"another ledgerq bench is running (lock {path}); benches must not overlap"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def check_redis(host: str = "127.0.0.1", port: int = 6379) -> None:

@@ -152,6 +152,24 @@ def command(cli: CliContext, /, **options: Any) -> int:
     backends = parse_backends(options["backends"])
     runner.check_extra()
     runner.check_redis()
+    with runner.exclusive():
+        report = _measure(options, modes, backends)
+    if cli.as_json:
+        cli.emit_json(report.as_json())
+        return 0
+    # Piped to a file, rich would wrap the wide table at 80 columns.
+    out = cli.console if cli.console.is_terminal else Console(width=220, highlight=False)
+    out.print(tables.results_table(report))
+    for problem in report.problems:
+        out.print(f"failed: {problem}", markup=False)
+    out.print(tables.targets_table(report))
+    ctx = report.context
+    out.print(f"raw results: {ctx['results_file']}  summary: {ctx['summary_file']}", markup=False)
+    return 0
+
+
+def _measure(options: dict[str, Any], modes: list[str], backends: list[str]) -> Report:
+    """Prepare the peers and ledgers, run every measurement, and save the summary."""
     note = Console(stderr=True, highlight=False, soft_wrap=True)
     scratch = options["scratch"] or peers.default_scratch()
     peers_dir = peers.sync(peers.find_source(options["peers_source"]), scratch)
@@ -171,19 +189,9 @@ def command(cli: CliContext, /, **options: Any) -> int:
     rows = _run_with_progress(bench, targets, modes, options["trials"], note)
     context = _context(options, stamp, load, bench, targets)
     report = Report.from_rows(rows, context, lat_rate=options["lat_rate"])
-    summary_path = bench.results_path.with_name(f"summary-{stamp}.md")
+    summary_path = Path(report.context["summary_file"])
     summary_path.write_text(_summary_markdown(report))
-    if cli.as_json:
-        cli.emit_json(report.as_json())
-        return 0
-    # Piped to a file, rich would wrap the wide table at 80 columns.
-    out = cli.console if cli.console.is_terminal else Console(width=220, highlight=False)
-    out.print(tables.results_table(report))
-    for problem in report.problems:
-        out.print(f"failed: {problem}", markup=False)
-    out.print(tables.targets_table(report))
-    out.print(f"raw results: {bench.results_path}  summary: {summary_path}", markup=False)
-    return 0
+    return report
 
 
 def _ledgerq_targets(
@@ -258,6 +266,7 @@ def _context(
         "sizes": bench.sizes.env(),
         "targets_run": [t.key for t in targets],
         "results_file": str(bench.results_path),
+        "summary_file": str(bench.results_path.with_name(f"summary-{stamp}.md")),
         "machine": {
             "cpus": os.cpu_count(),
             "load_average_at_start": [round(x, 2) for x in load],
