@@ -98,4 +98,6 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
         "shutdown_grace_seconds": settings.shutdown_grace,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if values["prefetch"] is None:
+        values["prefetch"] = values["concurrency"]
     return WorkerOptions(**values)  # type: ignore[arg-type]

@@ -36,9 +36,10 @@ class Settings(BaseSettings):
     """Queues a worker takes jobs from, comma-separated in the environment."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     """Jobs one worker process runs at once. Defaults to 8."""
-    prefetch: int = Field(default=0, ge=0, le=10000)
-    """Jobs a worker claims ahead of free slots; more throughput for short jobs, less fairness
-    for long ones. Defaults to 0."""
+    prefetch: int | None = Field(default=None, ge=0, le=10000)
+    """Jobs a worker claims ahead of its free slots, so short jobs never wait for the next
+    round trip; 0 for strict fairness between workers when jobs are long. Defaults to the
+    concurrency."""
     batch_size: int = Field(default=32, ge=1, le=1000)
     """Most jobs claimed per round trip. Defaults to 32."""
     poll_interval: float = Field(default=1.0, gt=0, le=60)

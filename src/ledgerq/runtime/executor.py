@@ -72,6 +72,9 @@ class Executor:
         self._busy = 0
         self._cond = threading.Condition()
         self._deadlines: list[tuple[float, int, _Run]] = []
+        # Its own condition: the slots' one is notified on every finished job, and the
+        # timeout monitor should not wake for each of them.
+        self._timer = threading.Condition()
         self._seq = itertools.count()
         self._stopped = False
         self._draining = False
@@ -143,6 +146,8 @@ class Executor:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+        with self._timer:
+            self._timer.notify_all()
         for _ in self._threads:
             self._inbox.put(None)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -165,9 +170,9 @@ class Executor:
             timeout = self._timeout_of(run)
             if timeout is not None and not (run.spec and run.spec.is_async):
                 run.unwound = threading.Event()
-                with self._cond:
+                with self._timer:
                     heapq.heappush(self._deadlines, (run.started + timeout, next(self._seq), run))
-                    self._cond.notify_all()
+                    self._timer.notify_all()
             try:
                 completion = self._execute(run, timeout)
             except JobTimeout:
@@ -249,12 +254,12 @@ class Executor:
 
     def _watch_deadlines(self) -> None:
         while True:
-            with self._cond:
+            with self._timer:
                 while not self._deadlines or self._deadlines[0][0] > time.monotonic():
                     if self._stopped and not self._deadlines:
                         return
                     wait = self._deadlines[0][0] - time.monotonic() if self._deadlines else 0.5
-                    self._cond.wait(max(wait, 0.001))
+                    self._timer.wait(max(wait, 0.001))
                 _, _, run = heapq.heappop(self._deadlines)
             self._expire(run)
 

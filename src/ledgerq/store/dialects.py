@@ -141,7 +141,7 @@ class PostgresDialect(Dialect):
         for name in ("timeout_seconds", "delay_s"):
             arrays[name] = [None if v is None else float(v) for v in arrays[name]]
         # Ids come from the sequence in unnest's order, so ascending ids are in input order.
-        ids = conn.execute(_PG_INSERT_NOTIFY, arrays).scalars().all()
+        ids: Sequence[Any] = conn.execute(_PG_INSERT_NOTIFY, arrays).scalars().all()
         return sorted(int(i) for i in ids)
 
     def complete_group(
@@ -155,19 +155,16 @@ class PostgresDialect(Dialect):
             "errors": [p["new_error"] for p in params],
             "delays": [float(p["retry_delay"]) for p in params],
         }
-        done = {(int(i), int(a)) for i, a in conn.execute(_PG_COMPLETE, arrays)}
+        rows: Sequence[Any] = conn.execute(_PG_COMPLETE, arrays).all()
+        done = {(int(i), int(a)) for i, a in rows}
         return [(p["claim_id"], p["claim_attempt"]) in done for p in params]
 
     def heartbeat_group(
         self, conn: Connection, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
     ) -> list[bool] | None:
-        beat = {
-            (int(i), int(a))
-            for i, a in conn.execute(
-                _PG_HEARTBEAT,
-                {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds},
-            )
-        }
+        params = {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds}
+        rows: Sequence[Any] = conn.execute(_PG_HEARTBEAT, params).all()
+        beat = {(int(i), int(a)) for i, a in rows}
         return [(i, a) in beat for i, a in zip(ids, attempts, strict=True)]
 
     def maintain(self, engine: sa.Engine) -> bool:
@@ -268,7 +265,7 @@ class MysqlDialect(Dialect):
         self, conn: Connection, built: Any, params: dict[str, Any]
     ) -> Sequence[RowMapping]:
         pick, update, fetch = built
-        ids = list(conn.execute(pick, params).scalars())
+        ids: list[Any] = list(conn.execute(pick, params).scalars())
         if not ids:
             return []
         conn.execute(update, {**params, "claimed_ids": ids})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -222,7 +222,8 @@ class SqlJobStore:
         fast = d.insert_plain(conn, params)
         if fast is not None:
             return fast
-        return [int(i) for i in conn.execute(stmt, params).scalars()]
+        inserted: Sequence[Any] = conn.execute(stmt, params).scalars().all()
+        return [int(i) for i in inserted]
 
     def _insert_deduplicated(self, conn: Connection, job: NewJob) -> EnqueueResult:
         # Two tries: the holder of the key may finish between our insert and our lookup.
@@ -308,6 +309,7 @@ class SqlJobStore:
             .limit(limit)
         )
         with self._begin() as conn:
+            ids: list[Any]
             if d.name == "sqlite":
                 ids = list(conn.execute(due).scalars())
             else:
@@ -330,7 +332,7 @@ class SqlJobStore:
             jobs.c.state == S.FAILED.value, jobs.c.queue.in_(list(queues))
         )
         with self._read() as conn:
-            earliest, now = conn.execute(stmt).one()
+            earliest, now = cast(tuple[Any, Any], tuple(conn.execute(stmt).one()))
         if earliest is None:
             return None
         if isinstance(now, str):  # SQLite returns its clock as text
@@ -455,7 +457,7 @@ class SqlJobStore:
                     f"job {job_id} is {state}: it cannot become {target.value}"
                 )
             if target is S.QUEUED:
-                queue = conn.execute(
+                queue: str = conn.execute(
                     sa.select(jobs.c.queue).where(jobs.c.id == job_id)
                 ).scalar_one()
                 d.notify(conn, {queue})
@@ -467,4 +469,5 @@ class SqlJobStore:
             jobs.c.queue, jobs.c.state
         )
         with self._read() as conn:
-            return {(q, JobState(s)): int(n) for q, s, n in conn.execute(stmt)}
+            rows: Sequence[Any] = conn.execute(stmt).all()
+            return {(str(q), JobState(s)): int(n) for q, s, n in rows}
