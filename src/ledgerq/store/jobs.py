@@ -67,6 +67,11 @@ class SqlJobStore:
         self._relaxed_engine = relaxed.execution_options(**options) if options else relaxed
         d = self.dialect
         self._delay = sa.bindparam("delay_s", type_=sa.Float)
+        self._bulk_insert_stmt = (
+            sa.insert(jobs)
+            .values(created_at=d.now(), run_at=d.now_plus(self._delay))
+            .returning(jobs.c.id, sort_by_parameter_order=True)
+        )
         self._finish_stmt = (
             sa.update(jobs)
             .where(_fence())
@@ -213,16 +218,11 @@ class SqlJobStore:
                 stmt = sa.insert(jobs).values(self._values(job)).returning(jobs.c.id)
                 ids.append(int(conn.execute(stmt).scalar_one()))
             return ids
-        stmt = (
-            sa.insert(jobs)
-            .values(created_at=d.now(), run_at=d.now_plus(self._delay))
-            .returning(jobs.c.id, sort_by_parameter_order=True)
-        )
         params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
         fast = d.insert_plain(conn, params)
         if fast is not None:
             return fast
-        inserted: Sequence[Any] = conn.execute(stmt, params).scalars().all()
+        inserted: Sequence[Any] = conn.execute(self._bulk_insert_stmt, params).scalars().all()
         return [int(i) for i in inserted]
 
     def _insert_deduplicated(self, conn: Connection, job: NewJob) -> EnqueueResult:
