@@ -148,7 +148,7 @@ def test_a_stale_attempt_cannot_overwrite_the_new_owner(app: LedgerQ) -> None:
     store = app.parts.store
     # One slot, held by the long job: the worker itself cannot re-claim the put-back job.
     with running_worker(
-        app, poll_interval_seconds=0.05, concurrency=1, heartbeat_interval_seconds=0.1
+        app, poll_interval_seconds=0.05, concurrency=1, prefetch=0, heartbeat_interval_seconds=0.1
     ) as worker:
         assert entered.wait(10)
         first = app.jobs.get(job_id)
