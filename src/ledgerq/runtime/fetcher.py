@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -58,7 +57,7 @@ class Fetcher:
         self._is_settled = is_settled
         self._stop = threading.Event()
         self._claimed = 0
-        self._last_stage = 0.0
+        self._staged_before_exit = False
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
     def stop(self) -> None:
@@ -88,8 +87,10 @@ class Fetcher:
                 continue
             if claimed == 0 and asked > 0:
                 if self._policy.burst and self._is_settled():
-                    if not self._last_stage_was_fresh():
-                        self._last_stage = 0.0  # stage once more before concluding empty
+                    if not self._staged_before_exit:
+                        # Stage once more before concluding the queues are empty.
+                        self._staged_before_exit = True
+                        self._store.stage_due_jobs()
                         continue
                     if not self._retry_due_soon():
                         log.info("burst: queues are empty, stopping")
@@ -110,20 +111,13 @@ class Fetcher:
         if due is None or due > BURST_RETRY_HORIZON_SECONDS:
             return False
         self._stop.wait(min(due, self._policy.poll_interval_seconds))
-        self._last_stage = 0.0
+        self._staged_before_exit = False
         return True
-
-    def _last_stage_was_fresh(self) -> bool:
-        return time.monotonic() - self._last_stage < 0.05
 
     def _budget_spent(self) -> bool:
         return self._policy.max_jobs is not None and self._claimed >= self._policy.max_jobs
 
     def _fetch_once(self) -> tuple[int, int]:
-        now = time.monotonic()
-        if now - self._last_stage >= self._policy.poll_interval_seconds:
-            self._last_stage = now
-            self._store.stage_due_jobs()
         limit = min(self._executor.free_slots(), self._policy.batch_size)
         if self._policy.max_jobs is not None:
             limit = min(limit, self._policy.max_jobs - self._claimed)
@@ -136,6 +130,8 @@ class Fetcher:
             lease_seconds=self._policy.lease_seconds,
         )
         self._claimed += len(jobs)
+        if jobs:
+            self._staged_before_exit = False
         for job in jobs:
             self._on_claimed(job)
         return len(jobs), limit

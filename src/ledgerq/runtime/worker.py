@@ -24,6 +24,7 @@ from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
+from ledgerq.runtime.stager import Stager
 
 log = structlog.get_logger("ledgerq.worker")
 
@@ -107,6 +108,7 @@ class Worker:
             store, transport, self._executor, policy, self._on_claimed, self._is_settled
         )
         self._janitor = Janitor(store, interval_seconds=MAINTAIN_INTERVAL_SECONDS)
+        self._stager = Stager(store, transport, interval_seconds=options.poll_interval_seconds)
         self._heartbeater = Heartbeater(
             store,
             self.running_jobs,
@@ -141,6 +143,7 @@ class Worker:
         self._executor.start()
         self._heartbeater.start()
         self._janitor.start()
+        self._stager.start()
         self._fetcher.thread.start()
         # Join in short slices so a signal handler's flag is seen promptly.
         while self._fetcher.thread.is_alive() and not self._stop_requested:
@@ -151,6 +154,7 @@ class Worker:
     def _shutdown(self) -> None:
         self._fetcher.stop()
         self._fetcher.thread.join()
+        self._stager.stop()
         if not self._stop_requested:
             # A natural end (burst, --once): let in-flight jobs finish, unless a signal
             # arrives meanwhile and turns this into a graceful stop.
