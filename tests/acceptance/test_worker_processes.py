@@ -135,7 +135,8 @@ def test_sigkill_leaves_running_jobs_running_and_never_done(
     db = ledger(backend)
     ids = [r.job_id for r in db.effects.slow.enqueue_many([(f"k{i}", 30.0) for i in range(6)])]
 
-    worker = procs.worker(db.url, "--concurrency", "4")
+    # No prefetch: then exactly the four started jobs are claimed and the rest stay queued.
+    worker = procs.worker(db.url, "--concurrency", "4", "--prefetch", "0")
     started = wait_until(
         lambda: db.start_rows() if len(db.start_rows()) >= 4 else None,
         timeout=30,

@@ -6,8 +6,7 @@ job whether it applied; that is what keeps a zombie worker from overwriting a ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -18,9 +17,8 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import FINISHED, UNFINISHED, WAITING, JobState
-from ledgerq.store.dialects import Dialect, dialect_for
-from ledgerq.store.engine import READ_ONLY_OPTION
 from ledgerq.store.tables import jobs
+from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
 _running = jobs.c.state == S.RUNNING.value
@@ -36,35 +34,14 @@ def _fence(
     )
 
 
-_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
-
-
-def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
-    """Turn a driver error into ledgerq's error tree, with a one-line message."""
-    detail = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
-    if any(marker in detail for marker in _MISSING_TABLE):
-        return errors.StoreError(
-            f"the ledger's tables are missing ({detail}): run `ledgerq db migrate`"
-        )
-    if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
-        return errors.StoreUnavailable(f"database unavailable: {detail}")
-    return errors.StoreError(f"database error: {detail}")
-
-
-class SqlJobStore:
+class SqlJobStore(SqlTransactions):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
         wait for the disk (see ``engine.create_engine``); everything else uses ``engine``."""
-        self.engine = engine
-        self.dialect: Dialect = dialect_for(engine.dialect.name)
-        options = self.dialect.single_statement_options
-        self._single_engine = engine.execution_options(**options) if options else engine
-        self._read_engine = engine.execution_options(**{READ_ONLY_OPTION: True})
+        super().__init__(engine, relaxed_engine)
         self._claims: dict[tuple[str, ...], Any] = {}
-        relaxed = relaxed_engine or engine
-        self._relaxed_engine = relaxed.execution_options(**options) if options else relaxed
         d = self.dialect
         self._delay = sa.bindparam("delay_s", type_=sa.Float)
         self._bulk_insert_stmt = (
@@ -106,50 +83,6 @@ class SqlJobStore:
             .where(_fence())
             .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
         )
-
-    def dispose(self) -> None:
-        """Close every pooled connection of both engines."""
-        self.engine.dispose()
-        self._relaxed_engine.engine.dispose() if hasattr(self._relaxed_engine, "engine") else None
-
-    @contextmanager
-    def _begin(self) -> Iterator[Connection]:
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except sa.exc.DBAPIError as exc:
-            raise translate_error(exc) from exc
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        """A transaction that only reads."""
-        try:
-            with self._read_engine.begin() as conn:
-                yield conn
-        except sa.exc.DBAPIError as exc:
-            raise translate_error(exc) from exc
-
-    @contextmanager
-    def _single(self, *, relaxed: bool = False) -> Iterator[Connection]:
-        """A transaction for one statement; autocommit where the dialect allows it (one round
-        trip instead of three on PostgreSQL)."""
-        engine = self._relaxed_engine if relaxed else self._single_engine
-        try:
-            with engine.begin() as conn:
-                yield conn
-        except sa.exc.DBAPIError as exc:
-            raise translate_error(exc) from exc
-
-    @contextmanager
-    def _in(self, connection: object | None) -> Iterator[Connection]:
-        """Use the caller's connection (their transaction decides) or a fresh transaction."""
-        if connection is None:
-            with self._begin() as conn:
-                yield conn
-        elif isinstance(connection, Connection):
-            yield connection
-        else:
-            raise TypeError("tx must be a SQLAlchemy Connection or a LedgerQ transaction")
 
     # -- producer side -------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from ledgerq.store.jobs import translate_error
 from ledgerq.store.migrations.env_settings import VERSION_TABLE
+from ledgerq.store.transactions import translate_error
 
 
 @dataclass(frozen=True, slots=True)
