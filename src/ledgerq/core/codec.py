@@ -22,6 +22,9 @@ class PayloadCodec:
         """Return ``value`` as JSON text; raise ``PayloadError`` if it is not JSON,
         nested deeper than ``max_depth`` or larger than ``max_bytes`` once encoded."""
         _check_depth(value, self.max_depth)
+        return self._dump(value)
+
+    def _dump(self, value: Any) -> str:
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -42,7 +45,10 @@ class PayloadCodec:
 
     def encode_args(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> str:
         """Encode positional and keyword arguments as ``{"args": [...], "kwargs": {...}}``."""
-        return self.encode({"args": list(args), "kwargs": kwargs})
+        value = {"args": list(args), "kwargs": kwargs}
+        if self.max_depth >= 2 and not any(map(_is_container, (*args, *kwargs.values()))):
+            return self._dump(value)  # flat arguments: the depth walk can be skipped
+        return self.encode(value)
 
     def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
         """Inverse of ``encode_args``."""
@@ -50,6 +56,10 @@ class PayloadCodec:
         if not isinstance(value, dict):
             raise errors.PayloadError("stored arguments are not an object")
         return list(value.get("args", [])), dict(value.get("kwargs", {}))
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple)
 
 
 def _check_depth(value: Any, limit: int) -> None:
