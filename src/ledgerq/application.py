@@ -25,7 +25,18 @@ R = TypeVar("R")
 
 #: Keyword arguments of ``Task.enqueue`` that are job options, not task arguments.
 JOB_OPTIONS = frozenset(
-    {"queue", "priority", "delay", "run_at", "dedupe_key", "max_attempts", "timeout", "held", "tx"}
+    {
+        "queue",
+        "priority",
+        "delay",
+        "run_at",
+        "dedupe_key",
+        "max_attempts",
+        "timeout",
+        "held",
+        "expires_at",
+        "tx",
+    }
 )
 
 
@@ -57,10 +68,12 @@ class Task(Generic[P, R]):
         max_attempts: int | None = None,
         timeout: float | None = None,
         held: bool = False,
+        expires_at: datetime | None = None,
         tx: object | None = None,
         **kwargs: Any,
     ) -> EnqueueResult:
-        """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request."""
+        """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request.
+        ``expires_at``: a job not started by then is deleted by the reconciler."""
         job = self.app.client.build(
             self.spec,
             args,
@@ -73,6 +86,7 @@ class Task(Generic[P, R]):
             max_attempts=max_attempts,
             timeout=timeout,
             held=held,
+            expires_at=expires_at,
         )
         return self.app.client.enqueue([job], tx=tx)[0]
 
@@ -134,7 +148,10 @@ class LedgerQ:
         """The producer API: enqueue, get, list, cancel, retry."""
         if self._client is None:
             self._client = Client(
-                self.parts.store, bootstrap.producer_transport(), self.registry, self.parts.codec
+                self.parts.store,
+                bootstrap.producer_transport(self.settings),
+                self.registry,
+                self.parts.codec,
             )
         return self._client
 
@@ -201,10 +218,16 @@ class LedgerQ:
         """Create or upgrade the ledger's tables."""
         return self.parts.migrate()
 
-    def worker(self, **options: Any) -> Worker:
-        """A worker for this application's tasks; options override the settings."""
+    def worker(
+        self, *, driver: bootstrap.Driver = "auto", strict: bool = False, **options: Any
+    ) -> Worker:
+        """A worker for this application's tasks; options override the settings. ``driver``
+        picks the transport (``auto``: Redis with fallback when configured); ``strict``
+        refuses a Redis that may evict keys."""
         opts = bootstrap.worker_options(self.settings, **options)
-        return bootstrap.build_worker(self.settings, self.parts, self.registry, opts)
+        return bootstrap.build_worker(
+            self.settings, self.parts, self.registry, opts, driver=driver, strict=strict
+        )
 
     def close(self) -> None:
         """Release database connections."""

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import structlog
 
 from ledgerq.config import Settings
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.ports import Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
     from ledgerq.store.migrate import MigrationStatus
+    from ledgerq.transport.redis import RedisTransport
+
+log = structlog.get_logger("ledgerq.bootstrap")
+
+Driver = Literal["auto", "redis", "dbpoll"]
 
 
 @dataclass
@@ -25,6 +34,10 @@ class Parts:
 
     store: SqlJobStore
     codec: PayloadCodec
+    repair: SqlLedgerRepair = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.repair = SqlLedgerRepair(self.store.engine)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -54,10 +67,53 @@ def build_parts(settings: Settings) -> Parts:
     return Parts(store=store, codec=PayloadCodec(max_bytes=settings.max_payload_bytes))
 
 
-def build_transport(settings: Settings, parts: Parts, queues: tuple[str, ...]) -> Transport:
-    """The worker's transport: polling, woken by LISTEN/NOTIFY on PostgreSQL."""
-    if settings.redis_url is not None:
-        raise errors.ConfigError("the redis driver is not available yet; unset LEDGERQ_REDIS_URL")
+def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpoll", "auto"]:
+    """Check a driver choice against the settings: ``auto`` is Redis with fallback when a
+    Redis URL is set, else ``dbpoll``; ``redis`` needs a URL."""
+    if driver == "redis" and settings.redis_url is None:
+        raise errors.ConfigError("--driver redis needs LEDGERQ_REDIS_URL")
+    if driver == "auto" and settings.redis_url is None:
+        return "dbpoll"
+    return driver
+
+
+def redis_transport(settings: Settings, fallback: Transport | None = None) -> RedisTransport:
+    """A RedisTransport for ``settings`` (the one place that imports the redis adapter)."""
+    from ledgerq.transport.redis import RedisTransport
+
+    assert settings.redis_url is not None
+    return RedisTransport(
+        settings.redis_url.get_secret_value(), namespace=settings.namespace, fallback=fallback
+    )
+
+
+def check_eviction_policy(transport: RedisTransport, *, strict: bool) -> str | None:
+    """Warn loudly (or, ``strict``, refuse) when Redis may evict keys: a hint lost to eviction
+    costs latency until the reconciler re-sends it. Returns the policy seen."""
+    try:
+        policy = transport.eviction_policy()
+    except errors.TransportError as exc:
+        if strict:
+            raise errors.ConfigError(f"--strict: cannot check Redis: {exc}") from None
+        log.warning("Redis is unreachable at start; polling until it answers", error=str(exc))
+        return None
+    if policy is None:
+        log.warning(
+            "cannot read Redis maxmemory-policy (CONFIG GET refused); make sure it is noeviction"
+        )
+    elif policy != "noeviction":
+        message = (
+            f"Redis maxmemory-policy is {policy!r}, not 'noeviction': Redis may evict job ids "
+            "(no job is lost, but each costs up to REQUEUE_AFTER of latency)"
+        )
+        if strict:
+            raise errors.ConfigError(f"--strict: {message}")
+        log.warning("WARNING " + message)
+    return policy
+
+
+def polling_transport(parts: Parts, queues: tuple[str, ...]) -> PollingTransport:
+    """Polling, woken by LISTEN/NOTIFY on PostgreSQL."""
     waker: Waker | None = None
     if parts.store.dialect.name == "postgresql":
         from ledgerq.store.listener import PgNotifyWaker
@@ -66,27 +122,80 @@ def build_transport(settings: Settings, parts: Parts, queues: tuple[str, ...]) -
     return PollingTransport(waker)
 
 
-def producer_transport() -> Transport:
-    """The producer's transport: with dbpoll there is nothing to send."""
-    return PollingTransport()
+def build_transport(
+    settings: Settings,
+    parts: Parts,
+    queues: tuple[str, ...],
+    *,
+    driver: Driver = "auto",
+    strict: bool = False,
+) -> Transport:
+    """The worker's transport: ``dbpoll``; ``redis``; or ``auto`` (Redis, falling back to
+    polling while Redis fails)."""
+    resolved = resolve_driver(settings, driver)
+    if resolved == "dbpoll":
+        return polling_transport(parts, queues)
+    fallback = polling_transport(parts, queues) if resolved == "auto" else None
+    transport = redis_transport(settings, fallback)
+    try:
+        check_eviction_policy(transport, strict=strict)
+        if resolved == "redis":
+            transport.ping()
+    except errors.LedgerqError:
+        transport.close()
+        raise
+    return transport
+
+
+def producer_transport(settings: Settings) -> Transport:
+    """The producer's transport: Redis when configured (a failing push never fails an
+    enqueue), else nothing to send."""
+    if settings.redis_url is None:
+        return PollingTransport()
+    return redis_transport(settings)
+
+
+def reconcile_policy(settings: Settings) -> ReconcilePolicy:
+    """The reconciler's policy from settings."""
+    return ReconcilePolicy(
+        interval_seconds=settings.reconcile_interval,
+        stuck_after_seconds=settings.stuck_after,
+        requeue_after_seconds=settings.requeue_after,
+        retention_succeeded_seconds=settings.retention_succeeded,
+        retention_failed_seconds=settings.retention_failed,
+        artifact_root=settings.artifact_root,
+    )
+
+
+def build_reconciler(settings: Settings, parts: Parts, transport: Transport) -> Reconciler:
+    """A reconciler for ``ledgerq reconcile``."""
+    return Reconciler(parts.repair, parts.store, transport, reconcile_policy(settings))
 
 
 def build_worker(
-    settings: Settings, parts: Parts, registry: TaskRegistry, options: WorkerOptions
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    options: WorkerOptions,
+    *,
+    driver: Driver = "auto",
+    strict: bool = False,
 ) -> Worker:
     """A worker wired to the store and transport of ``settings``."""
-    transport = build_transport(settings, parts, options.queues)
+    transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
     return Worker(
         store=parts.store,
         transport=transport,
         registry=registry,
         codec=parts.codec,
         options=options,
+        repair=parts.repair,
     )
 
 
 def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
-    """WorkerOptions from settings, with explicit (non-None) overrides winning."""
+    """WorkerOptions from settings, with explicit (non-None) overrides winning. The
+    reconciler runs inside every worker unless ``reconcile=False`` is given."""
     values: dict[str, object] = {
         "queues": settings.queues,
         "concurrency": settings.concurrency,
@@ -96,7 +205,10 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
         "heartbeat_interval_seconds": settings.heartbeat_interval,
         "lease_seconds": settings.worker_ttl,
         "shutdown_grace_seconds": settings.shutdown_grace,
+        "reconcile": reconcile_policy(settings),
     }
+    if overrides.pop("reconcile", True) is False:
+        values["reconcile"] = None
     values.update({k: v for k, v in overrides.items() if v is not None})
     if values["prefetch"] is None:
         values["prefetch"] = values["concurrency"]

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
-from ledgerq.core.job import EnqueueResult, Job, NewJob, check_delay, check_queue_name
+from ledgerq.core.job import (
+    EnqueueResult,
+    Job,
+    JobHint,
+    NewJob,
+    check_delay,
+    check_queue_name,
+)
 from ledgerq.core.ports import JobStore, Transport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
@@ -27,6 +33,8 @@ class Client:
         self._transport = transport
         self._registry = registry
         self._codec = codec
+        self.unannounced = 0
+        """Hints this client could not send (their jobs wait for the reconciler)."""
 
     def build(
         self,
@@ -42,6 +50,7 @@ class Client:
         max_attempts: int | None = None,
         timeout: float | None = None,
         held: bool = False,
+        expires_at: datetime | None = None,
     ) -> NewJob:
         """Validate one job request; raise an ``InvalidJob`` subclass or ``TaskNotRegistered``."""
         spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
@@ -67,23 +76,33 @@ class Client:
             dedupe_key=dedupe_key,
             timeout_seconds=timeout,
             held=held,
+            expires_at=expires_at,
         )
 
     def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[EnqueueResult]:
         """Insert ``jobs`` in one bulk write. With ``tx`` (a connection inside the caller's
-        transaction) the jobs exist only if that transaction commits."""
-        results = self.store.insert_jobs(jobs, connection=tx)
-        if tx is None:
-            # Only after the rows committed; a transport failure never fails the enqueue.
-            by_queue: dict[str, list[int]] = {}
-            for job, result in zip(jobs, results, strict=True):
-                if not result.duplicate and job.initial_state is JobState.QUEUED:
-                    by_queue.setdefault(job.queue, []).append(result.job_id)
-            for queue, ids in by_queue.items():
-                # The job is in the ledger; a lost hint only costs latency.
-                with contextlib.suppress(errors.TransportError):
-                    self._transport.push(queue=queue, job_ids=ids)
-        return results
+        transaction) the jobs exist only if that transaction commits. Their ids go to the
+        transport once the rows committed; a transport failure never fails the enqueue."""
+
+        def announce(results: list[EnqueueResult]) -> None:
+            hints = [
+                JobHint(result.job_id, job.queue, job.priority)
+                for job, result in zip(jobs, results, strict=True)
+                if not result.duplicate and job.initial_state is JobState.QUEUED
+            ]
+            self.announce(hints)
+
+        return self.store.insert_jobs(jobs, connection=tx, on_commit=announce)
+
+    def announce(self, hints: Sequence[JobHint]) -> None:
+        """Send hints of committed queued jobs; if the transport fails, the jobs are still in
+        the ledger and the reconciler sends them later (a lost hint only costs latency)."""
+        if not hints:
+            return
+        try:
+            self._transport.push(hints)
+        except errors.TransportError:
+            self.unannounced += len(hints)
 
     def get(self, job_id: int) -> Job:
         """Return the job or raise ``JobNotFound``."""
@@ -106,4 +125,6 @@ class Client:
 
     def retry(self, job_id: int) -> Job:
         """Run a failed, dead or cancelled job again now."""
-        return self.store.retry_job(job_id)
+        job = self.store.retry_job(job_id)
+        self.announce([job.hint])
+        return job

@@ -4,6 +4,7 @@ module that reads the environment. Unknown ``LEDGERQ_*`` variables are errors.""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -56,6 +57,12 @@ class Settings(BaseSettings):
     """Seconds without heartbeat or progress before a job counts as stuck. Defaults to 900."""
     requeue_after: float = Field(default=60.0, gt=0)
     """Seconds a queued job may wait before its id is sent again. Defaults to 60."""
+    reconcile_interval: float = Field(default=15.0, gt=0, le=3600)
+    """Seconds between reconciler passes (inside workers and ``ledgerq reconcile``).
+    Defaults to 15."""
+    artifact_root: Path | None = None
+    """Folder holding one sub-folder per job id (``<root>/<job id>``) that the reconciler
+    deletes with the job. Defaults to unset (jobs have no folders)."""
     retention_succeeded: float = Field(default=7 * 86400.0, gt=0)
     """Seconds succeeded jobs are kept. Defaults to 7 days."""
     retention_failed: float = Field(default=30 * 86400.0, gt=0)
@@ -97,6 +104,8 @@ class Settings(BaseSettings):
                 shown[name] = (
                     _mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
                 )
+            elif isinstance(value, Path):
+                shown[name] = str(value)
             else:
                 shown[name] = list(value) if isinstance(value, tuple) else value
         return shown

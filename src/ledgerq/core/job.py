@@ -60,6 +60,8 @@ class NewJob:
     dedupe_key: str | None = None
     timeout_seconds: float | None = None
     held: bool = False
+    expires_at: datetime | None = None
+    """Deadline to start by: a job still waiting then is deleted by the reconciler."""
 
     @property
     def initial_state(self) -> JobState:
@@ -94,6 +96,12 @@ class Job:
     finished_at: datetime | None = None
     result_json: str | None = None
     error_json: str | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def hint(self) -> JobHint:
+        """What the transport carries for this job."""
+        return JobHint(self.id, self.queue, self.priority)
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Job:
@@ -123,7 +131,18 @@ class Job:
             finished_at=when("finished_at"),
             result_json=row.get("result"),
             error_json=row.get("error"),
+            expires_at=when("expires_at"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class JobHint:
+    """What a transport carries about a queued job: its id, and where and how urgently it
+    should be claimed. Never the payload or the state: the ledger decides."""
+
+    job_id: int
+    queue: str
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,12 @@ owner's result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob
+from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.states import JobState
 
 
@@ -34,17 +35,30 @@ class JobStore(Protocol):
     """The SQL ledger of jobs."""
 
     def insert_jobs(
-        self, jobs: Sequence[NewJob], *, connection: object | None = None
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        connection: object | None = None,
+        on_commit: Callable[[list[EnqueueResult]], None] | None = None,
     ) -> list[EnqueueResult]:
-        """Insert jobs in one bulk statement, in the caller's connection if one is given."""
+        """Insert jobs in one bulk statement, in the caller's connection if one is given;
+        ``on_commit(results)`` runs once the rows committed (with ``connection``: when the
+        caller's transaction commits; never if it rolls back)."""
 
     def claim_jobs(
-        self, *, queues: Sequence[str], worker_id: str, limit: int, lease_seconds: float
+        self,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        limit: int,
+        lease_seconds: float,
+        job_ids: Sequence[int] | None = None,
     ) -> list[Job]:
         """Atomically move up to ``limit`` due ``queued`` jobs to ``running`` for ``worker_id``,
-        by priority then age, incrementing each one's attempt."""
+        by priority then age, incrementing each one's attempt. With ``job_ids`` (hints from
+        the transport) only those jobs are candidates; the others are simply not returned."""
 
-    def stage_due_jobs(self, *, limit: int = 1000) -> int:
+    def stage_due_jobs(self, *, limit: int = 1000) -> list[JobHint]:
         """Move ``scheduled`` and ``failed`` jobs whose run_at has come to ``queued``."""
 
     def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
@@ -86,6 +100,43 @@ class JobStore(Protocol):
         """Number of jobs per (queue, state)."""
 
 
+@dataclass(frozen=True, slots=True)
+class StuckReset:
+    """What ``reset_stuck_jobs`` did: jobs put back to ``queued`` (to be announced again) and
+    jobs that had spent their attempts and became ``dead``."""
+
+    requeued: list[JobHint] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Ids of the jobs ``purge_jobs`` deleted, by reason."""
+
+    succeeded: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
+
+
+class LedgerRepair(Protocol):
+    """What the reconciler needs from the ledger: repairs that are safe to repeat."""
+
+    def exclusive(self, name: str) -> AbstractContextManager[bool]:
+        """Try to hold the named fleet-wide lock for the block; yields whether it is held."""
+
+    def reset_stuck_jobs(self, *, stuck_after_seconds: float, limit: int) -> StuckReset:
+        """Put back running jobs with neither heartbeat nor progress for the given time;
+        fenced, so an owner that heartbeats meanwhile keeps its job."""
+
+    def queued_hints(self, *, waiting_seconds: float, limit: int) -> list[JobHint]:
+        """Hints of ``queued`` jobs due for at least ``waiting_seconds`` (oldest first)."""
+
+    def purge_jobs(
+        self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
+    ) -> Purge:
+        """Delete finished jobs past their retention and unstarted jobs past ``expires_at``."""
+
+
 class Waker(Protocol):
     """Something that tells an idle fetcher early that new jobs may be there."""
 
@@ -99,11 +150,16 @@ class Waker(Protocol):
 class Transport(Protocol):
     """Carries hints that jobs exist. Correctness never depends on it: the claim decides."""
 
-    def push(self, *, queue: str, job_ids: Sequence[int]) -> None:
-        """Announce freshly committed jobs."""
+    def push(self, hints: Sequence[JobHint]) -> None:
+        """Announce committed ``queued`` jobs; raise ``TransportError`` if that failed."""
 
-    def pull(self, *, queues: Sequence[str], timeout: float) -> list[int]:
-        """Wait up to ``timeout`` for a hint; return job ids to try (empty: claim by query)."""
+    def carries_ids(self) -> bool:
+        """Whether ``pull`` returns job ids right now (False: claim by query). May probe a
+        transport that fell back to polling and switch back."""
+
+    def pull(self, *, queues: Sequence[str], limit: int, timeout: float) -> list[int]:
+        """Wait up to ``timeout`` for hints; return up to ``limit`` job ids to claim (empty:
+        claim by query)."""
 
     def interrupt(self) -> None:
         """Wake a blocked ``pull`` at once (used at shutdown and when capacity frees)."""

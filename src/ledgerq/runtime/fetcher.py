@@ -58,6 +58,9 @@ class Fetcher:
         self._stop = threading.Event()
         self._claimed = 0
         self._staged_before_exit = False
+        self._by_query = False
+        self.dropped_hints = 0
+        """Ids from the transport whose claim failed (already taken, finished, unknown)."""
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
     def stop(self) -> None:
@@ -76,27 +79,68 @@ class Fetcher:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.
                 self._executor.wait_for_free_slot(BATCH_WAIT_SECONDS, at_least=self._batch_target())
+            hinted = False
             try:
+                if self._transport.carries_ids() and not self._by_query:
+                    hinted = True
+                    outcome = self._fetch_hinted()
+                    if outcome is not None:
+                        claimed, asked = outcome
+                        backoff = 0.1
+                        backlog = asked > 0 and claimed > 0
+                        continue
                 claimed, asked = self._fetch_once()
                 backoff = 0.1
                 backlog = asked > 0 and claimed == asked
-            except errors.StoreError as exc:
+                # Hints ran dry while the ledger still had a full batch (ids lost in Redis or
+                # never sent): keep claiming by query until the backlog is gone.
+                self._by_query = (hinted or self._by_query) and backlog
+            except (errors.StoreError, errors.TransportError) as exc:
                 log.warning("claim failed; retrying", error=str(exc), backoff_s=backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            if claimed == 0 and asked > 0:
-                if self._policy.burst and self._is_settled():
-                    if not self._staged_before_exit:
-                        # Stage once more before concluding the queues are empty.
-                        self._staged_before_exit = True
-                        self._store.stage_due_jobs()
-                        continue
-                    if not self._retry_due_soon():
-                        log.info("burst: queues are empty, stopping")
-                        return
-                wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
-                self._transport.pull(queues=self._policy.queues, timeout=wait)
+            if claimed == 0 and asked > 0 and self._found_nothing(hinted):
+                return
+
+    def _found_nothing(self, hinted: bool) -> bool:
+        """The queues gave nothing: True if a burst worker is done; else wait for work
+        (unless a hinted pull already waited)."""
+        if self._policy.burst and self._is_settled():
+            if not self._staged_before_exit:
+                # Stage once more before concluding the queues are empty.
+                self._staged_before_exit = True
+                self._store.stage_due_jobs()
+                return False
+            if not self._retry_due_soon():
+                log.info("burst: queues are empty, stopping")
+                return True
+        if not hinted:
+            wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
+            self._transport.pull(queues=self._policy.queues, limit=0, timeout=wait)
+        return False
+
+    def _fetch_hinted(self) -> tuple[int, int] | None:
+        """Claim the jobs whose ids the transport hands over; None when no hint came within
+        the poll interval (the caller then claims by query, the safety net for lost ids)."""
+        limit = self._limit()
+        if limit <= 0:
+            return 0, 0
+        wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
+        ids = self._transport.pull(queues=self._policy.queues, limit=limit, timeout=wait)
+        if not ids:
+            return None
+        jobs = self._store.claim_jobs(
+            queues=self._policy.queues,
+            worker_id=self._policy.worker_id,
+            limit=len(ids),
+            lease_seconds=self._policy.lease_seconds,
+            job_ids=ids,
+        )
+        # Taken by another worker, finished, cancelled, not yet due or unknown: dropped.
+        self.dropped_hints += len(ids) - len(jobs)
+        self._accept(jobs)
+        return len(jobs), limit
 
     def _batch_target(self) -> int:
         # With prefetch, claim once half the room is free, so the other half keeps the slots
@@ -117,10 +161,14 @@ class Fetcher:
     def _budget_spent(self) -> bool:
         return self._policy.max_jobs is not None and self._claimed >= self._policy.max_jobs
 
-    def _fetch_once(self) -> tuple[int, int]:
+    def _limit(self) -> int:
         limit = min(self._executor.free_slots(), self._policy.batch_size)
         if self._policy.max_jobs is not None:
             limit = min(limit, self._policy.max_jobs - self._claimed)
+        return limit
+
+    def _fetch_once(self) -> tuple[int, int]:
+        limit = self._limit()
         if limit <= 0:
             return 0, 0
         jobs = self._store.claim_jobs(
@@ -129,9 +177,12 @@ class Fetcher:
             limit=limit,
             lease_seconds=self._policy.lease_seconds,
         )
+        self._accept(jobs)
+        return len(jobs), limit
+
+    def _accept(self, jobs: list[Job]) -> None:
         self._claimed += len(jobs)
         if jobs:
             self._staged_before_exit = False
         for job in jobs:
             self._on_claimed(job)
-        return len(jobs), limit

@@ -14,7 +14,8 @@ log = structlog.get_logger("ledgerq.stager")
 
 
 class Stager:
-    """Every ``interval_seconds``, stages due jobs and wakes the fetcher if any were staged."""
+    """Every ``interval_seconds``, stages due jobs, announces them on the transport and wakes
+    the fetcher if any were staged."""
 
     def __init__(self, store: JobStore, transport: Transport, *, interval_seconds: float) -> None:
         self._store = store
@@ -35,8 +36,12 @@ class Stager:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                if self._store.stage_due_jobs():
+                hints = self._store.stage_due_jobs()
+                if hints:
+                    self._transport.push(hints)
                     self._transport.interrupt()
             except errors.StoreError as exc:
                 log.warning("staging due jobs failed", error=str(exc))
+            except errors.TransportError:
+                pass  # staged in the ledger; idle workers and the reconciler find them
             self._stop.wait(self._interval)

@@ -3,6 +3,7 @@ graceful shutdown, which finishes in-flight jobs within a grace period and puts 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -16,7 +17,7 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import Job
-from ledgerq.core.ports import Completion, JobStore, Transport
+from ledgerq.core.ports import Completion, JobStore, LedgerRepair, Transport
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
@@ -24,6 +25,7 @@ from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
+from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.stager import Stager
 
 log = structlog.get_logger("ledgerq.worker")
@@ -52,15 +54,19 @@ class WorkerOptions:
     shutdown_grace_seconds: float = 30.0
     burst: bool = False
     max_jobs: int | None = None
+    reconcile: ReconcilePolicy | None = None
+    """Run the reconciler inside this worker (one instance at a time fleet-wide); None: not."""
 
 
 @dataclass
 class WorkerStats:
-    """What this worker did: attempts written per outcome state, and refused stale writes."""
+    """What this worker did: attempts written per outcome state, refused stale writes, jobs
+    put back at shutdown, and transport hints dropped because their claim failed."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     refused: int = 0
     requeued: int = 0
+    dropped_hints: int = 0
 
 
 class Worker:
@@ -76,6 +82,7 @@ class Worker:
         codec: PayloadCodec,
         options: WorkerOptions,
         worker_id: str | None = None,
+        repair: LedgerRepair | None = None,
     ) -> None:
         self.id = worker_id or new_worker_id()
         self.options = options
@@ -109,6 +116,9 @@ class Worker:
         )
         self._janitor = Janitor(store, interval_seconds=MAINTAIN_INTERVAL_SECONDS)
         self._stager = Stager(store, transport, interval_seconds=options.poll_interval_seconds)
+        self._reconciler: Reconciler | None = None
+        if options.reconcile is not None and repair is not None:
+            self._reconciler = Reconciler(repair, store, transport, options.reconcile)
         self._heartbeater = Heartbeater(
             store,
             self.running_jobs,
@@ -144,6 +154,8 @@ class Worker:
         self._heartbeater.start()
         self._janitor.start()
         self._stager.start()
+        if self._reconciler is not None:
+            self._reconciler.start()
         self._fetcher.thread.start()
         # Join in short slices so a signal handler's flag is seen promptly.
         while self._fetcher.thread.is_alive() and not self._stop_requested:
@@ -154,7 +166,10 @@ class Worker:
     def _shutdown(self) -> None:
         self._fetcher.stop()
         self._fetcher.thread.join()
+        self.stats.dropped_hints = self._fetcher.dropped_hints
         self._stager.stop()
+        if self._reconciler is not None:
+            self._reconciler.stop()
         if not self._stop_requested:
             # A natural end (burst, --once): let in-flight jobs finish, unless a signal
             # arrives meanwhile and turns this into a graceful stop.
@@ -200,6 +215,9 @@ class Worker:
             ctx.request_stop()
         self.stats.requeued += sum(applied)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
+        hints = [c.job.hint for c, ok in zip(contexts, applied, strict=True) if ok]
+        with contextlib.suppress(errors.TransportError):
+            self._transport.push(hints)  # else idle workers and the reconciler find them
 
     def _on_attempt_done(self, completion: Completion) -> None:
         # Marked before the write: a heartbeat racing the completion is then refused

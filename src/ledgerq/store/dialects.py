@@ -9,6 +9,7 @@ one transaction; SQLite ``BEGIN IMMEDIATE`` (see engine.py) with ``UPDATE .. RET
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,6 +101,14 @@ class Dialect:
         """Clean up after churn if the server will not; True if something was done."""
         return False
 
+    def try_lock(self, conn: Connection, name: str) -> bool:
+        """Take the named session lock on ``conn`` without waiting; True if taken. SQLite
+        needs none: one host, and every repair is fenced and safe to repeat."""
+        return True
+
+    def unlock(self, conn: Connection, name: str) -> None:
+        """Release a lock taken by ``try_lock`` on the same connection."""
+
 
 class PostgresDialect(Dialect):
     """PostgreSQL: SKIP LOCKED, RETURNING, NOTIFY, asynchronous commit for claims."""
@@ -171,6 +180,13 @@ class PostgresDialect(Dialect):
             finally:
                 conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
         return True
+
+    def try_lock(self, conn: Connection, name: str) -> bool:
+        key = zlib.crc32(name.encode())
+        return bool(conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
+
+    def unlock(self, conn: Connection, name: str) -> None:
+        conn.execute(sa.select(sa.func.pg_advisory_unlock(zlib.crc32(name.encode()))))
 
     def notify(self, conn: Connection, queues: set[str]) -> None:
         for queue in sorted(queues):
@@ -267,6 +283,12 @@ class MysqlDialect(Dialect):
             return []
         conn.execute(update, {**params, "claimed_ids": ids})
         return conn.execute(fetch, {"claimed_ids": ids}).mappings().all()
+
+    def try_lock(self, conn: Connection, name: str) -> bool:
+        return conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar() == 1
+
+    def unlock(self, conn: Connection, name: str) -> None:
+        conn.execute(sa.select(sa.func.release_lock(name)))
 
     def insert_unless_duplicate(self, conn: Connection, row: dict[str, Any]) -> int | None:
         # A savepoint keeps the caller's transaction usable after the duplicate-key error;

@@ -6,7 +6,7 @@ job whether it applied; that is what keeps a zombie worker from overwriting a ne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -14,11 +14,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
+from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob, as_utc
 from ledgerq.core.ports import Completion
-from ledgerq.core.states import FINISHED, UNFINISHED, WAITING, JobState
+from ledgerq.core.states import WAITING, JobState
+from ledgerq.store.operations import SqlJobOperations
 from ledgerq.store.tables import jobs
-from ledgerq.store.transactions import SqlTransactions, translate_error
+from ledgerq.store.transactions import translate_error
 
 S = JobState
 _running = jobs.c.state == S.RUNNING.value
@@ -34,7 +35,7 @@ def _fence(
     )
 
 
-class SqlJobStore(SqlTransactions):
+class SqlJobStore(SqlJobOperations):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
@@ -96,6 +97,9 @@ class SqlJobStore(SqlTransactions):
             "max_attempts": job.max_attempts,
             "dedupe_key": job.dedupe_key,
             "timeout_seconds": job.timeout_seconds,
+            "expires_at": None
+            if job.expires_at is None
+            else self.dialect.bind_time(as_utc(job.expires_at)),
         }
 
     def _values(self, job: NewJob) -> dict[str, Any]:
@@ -109,16 +113,32 @@ class SqlJobStore(SqlTransactions):
         return row
 
     def insert_jobs(
-        self, new_jobs: Sequence[NewJob], *, connection: object | None = None
+        self,
+        new_jobs: Sequence[NewJob],
+        *,
+        connection: object | None = None,
+        on_commit: Callable[[list[EnqueueResult]], None] | None = None,
     ) -> list[EnqueueResult]:
-        """Insert jobs; plain ones in one bulk statement, deduplicated ones one by one."""
+        """Insert jobs; plain ones in one bulk statement, deduplicated ones one by one.
+
+        ``on_commit`` runs after the rows committed: at once without ``connection``, else when
+        the caller's transaction commits (never if it rolls back)."""
+        results = self._insert(new_jobs, connection)
+        if on_commit is not None:
+            if isinstance(connection, Connection) and connection.in_transaction():
+                sa.event.listen(connection, "commit", lambda _conn: on_commit(results), once=True)
+            else:
+                on_commit(results)
+        return results
+
+    def _insert(self, new_jobs: Sequence[NewJob], connection: object | None) -> list[EnqueueResult]:
         results: dict[int, EnqueueResult] = {}
         plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
         one_statement = (
             connection is None
             and len(plain) == len(new_jobs)
             and self.dialect.insert_notifies
-            and all(j.run_at is None for j in new_jobs)
+            and all(j.run_at is None and j.expires_at is None for j in new_jobs)
         )
         if one_statement:
             # PostgreSQL: insert and NOTIFY in one autocommit statement, one round trip.
@@ -144,7 +164,7 @@ class SqlJobStore(SqlTransactions):
     def _insert_bulk(self, conn: Connection, new_jobs: Sequence[NewJob]) -> list[int]:
         d = self.dialect
         ids: list[int] = []
-        timed = [j for j in new_jobs if j.run_at is not None]
+        timed = [j for j in new_jobs if j.run_at is not None or j.expires_at is not None]
         if timed:
             # Rare: explicit run_at. Insert one by one to keep the common path a single statement.
             for job in new_jobs:
@@ -174,19 +194,35 @@ class SqlJobStore(SqlTransactions):
     # -- worker side -----------------------------------------------------------------------
 
     def claim_jobs(
-        self, *, queues: Sequence[str], worker_id: str, limit: int, lease_seconds: float
+        self,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        limit: int,
+        lease_seconds: float,
+        job_ids: Sequence[int] | None = None,
     ) -> list[Job]:
-        """Atomically move up to ``limit`` due queued jobs to running (priority, then age)."""
-        key = tuple(queues)
+        """Atomically move up to ``limit`` due queued jobs to running (priority, then age);
+        with ``job_ids``, only jobs among those (of ``queues``) are candidates."""
+        key = (*queues, "") if job_ids is not None else tuple(queues)
         built = self._claims.get(key)
         if built is None:
-            built = self._claims[key] = self.dialect.build_claim(*self._claim_parts(key))
+            parts = (
+                self._hinted_claim_parts(tuple(queues))
+                if job_ids is not None
+                else self._claim_parts(tuple(queues))
+            )
+            built = self._claims[key] = self.dialect.build_claim(*parts)
         params = {
             "claim_limit": limit,
             "candidate_limit": 2 * limit,
             "claim_worker": worker_id,
             "lease_s": float(lease_seconds),
         }
+        if job_ids is not None:
+            if not job_ids:
+                return []
+            params["hint_ids"] = list(job_ids)
         # MySQL's claim is several statements and needs a real transaction.
         mysql = self.dialect.name == "mysql"
         with self._begin() if mysql else self._single(relaxed=True) as conn:
@@ -222,7 +258,29 @@ class SqlJobStore(SqlTransactions):
                 # there the extra condition would steer the planner off the primary key.
                 picked = picked.where(ready)
         picked = picked.order_by(*order).limit(sa.bindparam("claim_limit", type_=sa.Integer))
-        values = {
+        return picked, self._claim_values()
+
+    def _hinted_claim_parts(self, queues: tuple[str, ...]) -> tuple[sa.Select[Any], dict[str, Any]]:
+        """Like ``_claim_parts``, but the candidates are the bound ``hint_ids``: the primary
+        key finds them, and ids of other queues, finished or unknown jobs fall away."""
+        d = self.dialect
+        ids: sa.BindParameter[Any] = sa.bindparam("hint_ids", expanding=True)
+        picked = (
+            sa.select(jobs.c.id)
+            .where(
+                jobs.c.id.in_(ids),
+                jobs.c.state == S.QUEUED.value,
+                jobs.c.run_at <= d.now(),
+                jobs.c.queue.in_(queues),
+            )
+            .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
+            .limit(sa.bindparam("claim_limit", type_=sa.Integer))
+        )
+        return picked, self._claim_values()
+
+    def _claim_values(self) -> dict[str, Any]:
+        d = self.dialect
+        return {
             "state": S.RUNNING.value,
             "attempt": jobs.c.attempt + 1,
             "worker_id": sa.bindparam("claim_worker", type_=sa.String),
@@ -231,14 +289,14 @@ class SqlJobStore(SqlTransactions):
             "lease_expires_at": d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
             "finished_at": None,
         }
-        return picked, values
 
-    def stage_due_jobs(self, *, limit: int = 1000) -> int:
-        """Move scheduled and failed jobs whose run_at has come to queued."""
+    def stage_due_jobs(self, *, limit: int = 1000) -> list[JobHint]:
+        """Move scheduled and failed jobs whose run_at has come to queued; return their hints."""
         d = self.dialect
+        waiting = [s.value for s in WAITING]
         due = (
             sa.select(jobs.c.id)
-            .where(jobs.c.state.in_([s.value for s in WAITING]), jobs.c.run_at <= d.now())
+            .where(jobs.c.state.in_(waiting), jobs.c.run_at <= d.now())
             .limit(limit)
         )
         with self._begin() as conn:
@@ -248,16 +306,21 @@ class SqlJobStore(SqlTransactions):
             else:
                 ids = list(conn.execute(due.with_for_update(skip_locked=True)).scalars())
             if not ids:
-                return 0
+                return []
             stmt = (
                 sa.update(jobs)
-                .where(jobs.c.id.in_(ids), jobs.c.state.in_([s.value for s in WAITING]))
+                .where(jobs.c.id.in_(ids), jobs.c.state.in_(waiting))
                 .values(state=S.QUEUED.value)
             )
-            staged = conn.execute(stmt).rowcount
-            queues = conn.execute(sa.select(jobs.c.queue).where(jobs.c.id.in_(ids)).distinct())
-            d.notify(conn, set(queues.scalars()))
-        return int(staged)
+            conn.execute(stmt)
+            rows: Sequence[Any] = conn.execute(
+                sa.select(jobs.c.id, jobs.c.queue, jobs.c.priority).where(
+                    jobs.c.id.in_(ids), jobs.c.state == S.QUEUED.value
+                )
+            ).all()
+            hints = [JobHint(int(i), str(q), int(p)) for i, q, p in rows]
+            d.notify(conn, {h.queue for h in hints})
+        return hints
 
     def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
         """Seconds until the earliest failed job of ``queues`` is due; None if there is none."""
@@ -323,8 +386,6 @@ class SqlJobStore(SqlTransactions):
             self.dialect.notify(conn, set(queues.scalars()))
         return applied
 
-    # -- inspection and operator actions ---------------------------------------------------
-
     def maintain_tables(self) -> bool:
         """Vacuum and analyze the ledger where the database would not do it in time
         (PostgreSQL with many dead rows); True if it ran. Safe to call from every worker."""
@@ -332,75 +393,3 @@ class SqlJobStore(SqlTransactions):
             return self.dialect.maintain(self.engine)
         except sa.exc.DBAPIError as exc:
             raise translate_error(exc) from exc
-
-    def get_job(self, job_id: int) -> Job:
-        """Return the job or raise ``JobNotFound``."""
-        with self._read() as conn:
-            row = conn.execute(sa.select(*jobs.c).where(jobs.c.id == job_id)).mappings().first()
-        if row is None:
-            raise errors.JobNotFound(job_id)
-        return Job.from_row(row)
-
-    def list_jobs(
-        self,
-        *,
-        state: JobState | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        """Return the newest jobs matching every given filter."""
-        stmt = sa.select(*jobs.c).order_by(jobs.c.id.desc()).limit(limit)
-        if state is not None:
-            stmt = stmt.where(jobs.c.state == state.value)
-        if queue is not None:
-            stmt = stmt.where(jobs.c.queue == queue)
-        if task is not None:
-            stmt = stmt.where(jobs.c.task == task)
-        with self._read() as conn:
-            return [Job.from_row(r) for r in conn.execute(stmt).mappings()]
-
-    def cancel_job(self, job_id: int) -> Job:
-        """Cancel an unfinished job. A running one is cancelled in the ledger; its worker's
-        fenced completion is then refused."""
-        return self._move(job_id, S.CANCELLED, from_states=UNFINISHED)
-
-    def retry_job(self, job_id: int) -> Job:
-        """Queue a failed, dead or cancelled job again, due now."""
-        return self._move(job_id, S.QUEUED, from_states=FINISHED - {S.SUCCEEDED} | {S.FAILED})
-
-    def _move(self, job_id: int, target: JobState, *, from_states: frozenset[JobState]) -> Job:
-        d = self.dialect
-        values: dict[str, Any] = {"state": target.value, "lease_expires_at": None}
-        if target is S.QUEUED:
-            values.update(run_at=d.now(), finished_at=None, worker_id=None)
-        else:
-            values.update(finished_at=d.now())
-        with self._begin() as conn:
-            stmt = (
-                sa.update(jobs)
-                .where(jobs.c.id == job_id, jobs.c.state.in_([s.value for s in from_states]))
-                .values(values)
-            )
-            if conn.execute(stmt).rowcount == 0:
-                state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
-                if state is None:
-                    raise errors.JobNotFound(job_id)
-                raise errors.InvalidTransition(
-                    f"job {job_id} is {state}: it cannot become {target.value}"
-                )
-            if target is S.QUEUED:
-                queue: str = conn.execute(
-                    sa.select(jobs.c.queue).where(jobs.c.id == job_id)
-                ).scalar_one()
-                d.notify(conn, {queue})
-        return self.get_job(job_id)
-
-    def count_jobs(self) -> dict[tuple[str, JobState], int]:
-        """Number of jobs per (queue, state)."""
-        stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(
-            jobs.c.queue, jobs.c.state
-        )
-        with self._read() as conn:
-            rows: Sequence[Any] = conn.execute(stmt).all()
-            return {(str(q), JobState(s)): int(n) for q, s, n in rows}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Waker
 
 
@@ -19,10 +20,14 @@ class PollingTransport:
         self._waker = waker
         self._interrupted = threading.Event()
 
-    def push(self, *, queue: str, job_ids: Sequence[int]) -> None:
+    def push(self, hints: Sequence[JobHint]) -> None:
         """Nothing to do: the rows themselves are the queue."""
 
-    def pull(self, *, queues: Sequence[str], timeout: float) -> list[int]:
+    def carries_ids(self) -> bool:
+        """Never: workers claim by query."""
+        return False
+
+    def pull(self, *, queues: Sequence[str], limit: int = 0, timeout: float) -> list[int]:
         """Wait up to ``timeout`` for a wake-up; never returns ids (the claim queries)."""
         if self._interrupted.is_set():
             self._interrupted.clear()

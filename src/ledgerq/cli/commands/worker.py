@@ -22,10 +22,15 @@ def group() -> None:
 @click.option("--prefetch", type=click.IntRange(0, 10000), help="Jobs claimed ahead of free slots.")
 @click.option(
     "--driver",
-    type=click.Choice(["auto", "dbpoll"]),
+    type=click.Choice(["auto", "redis", "dbpoll"]),
     default="auto",
     show_default=True,
-    help="Transport: dbpoll polls the database (LISTEN/NOTIFY on PostgreSQL).",
+    help="Transport: redis takes job ids from Redis; dbpoll polls the database (LISTEN/NOTIFY"
+    " on PostgreSQL); auto is redis with fallback to polling when LEDGERQ_REDIS_URL is set,"
+    " else dbpoll.",
+)
+@click.option(
+    "--strict", is_flag=True, help="Refuse to start if Redis may evict keys (not noeviction)."
 )
 @click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
 @click.option("--once", is_flag=True, help="Run exactly one job, then exit.")
@@ -40,6 +45,7 @@ def start(
     concurrency: int | None,
     prefetch: int | None,
     driver: str,
+    strict: bool,
     burst: bool,
     once: bool,
     grace: float | None,
@@ -52,6 +58,8 @@ def start(
     app = cli.app(tasks_needed=True)
     queue_names = Settings._split_queues(queues) if queues else None
     worker = app.worker(
+        driver=driver,  # type: ignore[arg-type]  # click.Choice checked it
+        strict=strict,
         queues=tuple(queue_names) if queue_names else None,
         concurrency=concurrency,
         prefetch=prefetch,
@@ -69,6 +77,7 @@ def start(
                 "outcomes": dict(stats.outcomes),
                 "refused": stats.refused,
                 "requeued": stats.requeued,
+                "dropped_hints": stats.dropped_hints,
             }
         )
     return 0

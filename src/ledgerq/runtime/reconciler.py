@@ -1,0 +1,170 @@
+"""Reconciler: the backstop that makes a lost Redis entry, a crash between commit and push, or a
+worker that vanished harmless. One pass, under a fleet-wide lock so one instance does it at a
+time (every step is fenced or idempotent, so a second one would only waste work):
+
+1. running jobs with neither heartbeat nor progress for ``stuck_after`` go back to ``queued``
+   (fenced; ``dead`` when their attempts are spent);
+2. ``scheduled``/retrying jobs whose time has come become ``queued``;
+3. ``queued`` jobs older than ``requeue_after`` are announced again (a duplicate hint is
+   harmless: the second claim fails on the state);
+4. retention: finished jobs past their retention and never-started jobs past ``expires_at``
+   are deleted, with their artifact folder if they have one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.job import JobHint
+from ledgerq.core.ports import JobStore, LedgerRepair, Transport
+
+log = structlog.get_logger("ledgerq.reconciler")
+
+#: Name of the fleet-wide lock one reconciler pass holds.
+LOCK_NAME = "ledgerq.reconcile"
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilePolicy:
+    """When the reconciler runs and what it treats as stuck, lost or expired (seconds)."""
+
+    interval_seconds: float = 15.0
+    stuck_after_seconds: float = 900.0
+    requeue_after_seconds: float = 60.0
+    retention_succeeded_seconds: float = 7 * 86400.0
+    retention_failed_seconds: float = 30 * 86400.0
+    batch_limit: int = 10_000
+    artifact_root: Path | None = None
+
+
+@dataclass(slots=True)
+class ReconcileReport:
+    """What one pass did. ``ran`` is False when another instance held the lock."""
+
+    ran: bool = True
+    stuck_requeued: int = 0
+    stuck_dead: int = 0
+    staged: int = 0
+    announced: int = 0
+    announce_failed: bool = False
+    deleted_succeeded: int = 0
+    deleted_failed: int = 0
+    deleted_expired: int = 0
+    folders_removed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts, for logs and ``--json``."""
+        return asdict(self)
+
+    @property
+    def changed_anything(self) -> bool:
+        """Whether the pass repaired, announced or deleted something."""
+        return any(v for k, v in self.as_dict().items() if k not in ("ran", "announce_failed"))
+
+
+class Reconciler:
+    """Runs passes every ``policy.interval_seconds`` on its own thread, or one via ``run_once``."""
+
+    def __init__(
+        self,
+        repair: LedgerRepair,
+        store: JobStore,
+        transport: Transport,
+        policy: ReconcilePolicy,
+    ) -> None:
+        self._repair = repair
+        self._store = store
+        self._transport = transport
+        self._policy = policy
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledgerq-reconciler", daemon=True)
+        self.passes = 0
+        self.last_report: ReconcileReport | None = None
+
+    def start(self) -> None:
+        """Start passing every interval."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current pass."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._policy.interval_seconds):
+            try:
+                self.run_once()
+            except errors.StoreError as exc:
+                log.warning("reconcile pass failed", error=str(exc))
+
+    def run_once(self) -> ReconcileReport:
+        """One pass under the fleet-wide lock; raise ``StoreError`` if the ledger is down."""
+        p = self._policy
+        report = ReconcileReport()
+        with self._repair.exclusive(LOCK_NAME) as held:
+            if not held:
+                return ReconcileReport(ran=False)
+            stuck = self._repair.reset_stuck_jobs(
+                stuck_after_seconds=p.stuck_after_seconds, limit=p.batch_limit
+            )
+            report.stuck_requeued, report.stuck_dead = len(stuck.requeued), len(stuck.dead)
+            staged = self._store.stage_due_jobs(limit=p.batch_limit)
+            report.staged = len(staged)
+            hints: list[JobHint] = [*stuck.requeued, *staged]
+            if self._transport.carries_ids():
+                hints += self._repair.queued_hints(
+                    waiting_seconds=p.requeue_after_seconds, limit=p.batch_limit
+                )
+            report.announced, report.announce_failed = self._announce(hints)
+            purge = self._repair.purge_jobs(
+                succeeded_after_seconds=p.retention_succeeded_seconds,
+                failed_after_seconds=p.retention_failed_seconds,
+                limit=p.batch_limit,
+            )
+        report.deleted_succeeded = len(purge.succeeded)
+        report.deleted_failed = len(purge.failed)
+        report.deleted_expired = len(purge.expired)
+        report.folders_removed = self._remove_folders(
+            [*purge.succeeded, *purge.failed, *purge.expired]
+        )
+        self.passes += 1
+        self.last_report = report
+        if report.changed_anything or report.announce_failed:
+            log.info("reconcile pass", **report.as_dict())
+        return report
+
+    def _announce(self, hints: list[JobHint]) -> tuple[int, bool]:
+        unique = list({h.job_id: h for h in hints}.values())
+        if not unique:
+            return 0, False
+        try:
+            self._transport.push(unique)
+        except errors.TransportError as exc:
+            # Workers fall back to claiming by query; the next pass tries again.
+            log.warning("could not announce jobs", jobs=len(unique), error=str(exc))
+            return 0, True
+        return len(unique), False
+
+    def _remove_folders(self, job_ids: list[int]) -> int:
+        root = self._policy.artifact_root
+        if root is None:
+            return 0
+        removed = 0
+        for job_id in job_ids:
+            folder = root / str(job_id)
+            if not folder.is_dir():
+                continue
+            try:
+                shutil.rmtree(folder)
+                removed += 1
+            except OSError as exc:
+                log.warning("could not remove a job's folder", folder=str(folder), error=str(exc))
+        return removed

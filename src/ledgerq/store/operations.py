@@ -1,0 +1,92 @@
+"""Inspection and operator actions on the ledger: look jobs up, count them, cancel and retry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledgerq.core import errors
+from ledgerq.core.job import Job
+from ledgerq.core.states import FINISHED, UNFINISHED, JobState
+from ledgerq.store.tables import jobs
+from ledgerq.store.transactions import SqlTransactions
+
+S = JobState
+
+
+class SqlJobOperations(SqlTransactions):
+    """The read and operator half of the JobStore port."""
+
+    def get_job(self, job_id: int) -> Job:
+        """Return the job or raise ``JobNotFound``."""
+        with self._read() as conn:
+            row = conn.execute(sa.select(*jobs.c).where(jobs.c.id == job_id)).mappings().first()
+        if row is None:
+            raise errors.JobNotFound(job_id)
+        return Job.from_row(row)
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Return the newest jobs matching every given filter."""
+        stmt = sa.select(*jobs.c).order_by(jobs.c.id.desc()).limit(limit)
+        if state is not None:
+            stmt = stmt.where(jobs.c.state == state.value)
+        if queue is not None:
+            stmt = stmt.where(jobs.c.queue == queue)
+        if task is not None:
+            stmt = stmt.where(jobs.c.task == task)
+        with self._read() as conn:
+            return [Job.from_row(r) for r in conn.execute(stmt).mappings()]
+
+    def cancel_job(self, job_id: int) -> Job:
+        """Cancel an unfinished job. A running one is cancelled in the ledger; its worker's
+        fenced completion is then refused."""
+        return self._move(job_id, S.CANCELLED, from_states=UNFINISHED)
+
+    def retry_job(self, job_id: int) -> Job:
+        """Queue a failed, dead or cancelled job again, due now."""
+        return self._move(job_id, S.QUEUED, from_states=FINISHED - {S.SUCCEEDED} | {S.FAILED})
+
+    def _move(self, job_id: int, target: JobState, *, from_states: frozenset[JobState]) -> Job:
+        d = self.dialect
+        values: dict[str, Any] = {"state": target.value, "lease_expires_at": None}
+        if target is S.QUEUED:
+            values.update(run_at=d.now(), finished_at=None, worker_id=None)
+        else:
+            values.update(finished_at=d.now())
+        with self._begin() as conn:
+            stmt = (
+                sa.update(jobs)
+                .where(jobs.c.id == job_id, jobs.c.state.in_([s.value for s in from_states]))
+                .values(values)
+            )
+            if conn.execute(stmt).rowcount == 0:
+                state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
+                if state is None:
+                    raise errors.JobNotFound(job_id)
+                raise errors.InvalidTransition(
+                    f"job {job_id} is {state}: it cannot become {target.value}"
+                )
+            if target is S.QUEUED:
+                queue: str = conn.execute(
+                    sa.select(jobs.c.queue).where(jobs.c.id == job_id)
+                ).scalar_one()
+                d.notify(conn, {queue})
+        return self.get_job(job_id)
+
+    def count_jobs(self) -> dict[tuple[str, JobState], int]:
+        """Number of jobs per (queue, state)."""
+        stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(
+            jobs.c.queue, jobs.c.state
+        )
+        with self._read() as conn:
+            rows: Sequence[Any] = conn.execute(stmt).all()
+            return {(str(q), JobState(s)): int(n) for q, s, n in rows}

@@ -1,0 +1,158 @@
+"""SqlLedgerRepair: the reconciler's statements. Every one is safe to repeat and to race: the
+stuck-job reset is fenced on ``(id, attempt, state = 'running')`` and re-checks staleness on
+the row it writes, so an owner that heartbeats meanwhile keeps its job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledgerq.core.job import JobHint
+from ledgerq.core.ports import Purge, StuckReset
+from ledgerq.core.states import JobState
+from ledgerq.store.tables import jobs
+from ledgerq.store.transactions import SqlTransactions, translate_error
+
+S = JobState
+_NEVER_STARTED = [S.HELD.value, S.SCHEDULED.value, S.QUEUED.value]
+
+
+class SqlLedgerRepair(SqlTransactions):
+    """The LedgerRepair port over SQLAlchemy Core."""
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[bool]:
+        """Hold the named lock (PostgreSQL advisory lock, MySQL ``GET_LOCK``) for the block;
+        yields False at once if another process holds it."""
+        try:
+            with self.engine.connect() as plain:
+                conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+                held = self.dialect.try_lock(conn, name)
+                try:
+                    yield held
+                finally:
+                    if held:
+                        self.dialect.unlock(conn, name)
+        except sa.exc.DBAPIError as exc:
+            raise translate_error(exc) from exc
+
+    def _stale(self, stuck_after_seconds: float) -> sa.ColumnElement[bool]:
+        cutoff = self.dialect.now_plus(sa.literal(-float(stuck_after_seconds), sa.Float))
+        return sa.and_(
+            jobs.c.state == S.RUNNING.value,
+            sa.func.coalesce(jobs.c.heartbeat_at, jobs.c.started_at, jobs.c.run_at) < cutoff,
+            sa.or_(jobs.c.progress_at.is_(None), jobs.c.progress_at < cutoff),
+        )
+
+    def reset_stuck_jobs(self, *, stuck_after_seconds: float, limit: int) -> StuckReset:
+        """Put running jobs with neither heartbeat nor progress for ``stuck_after_seconds``
+        back to queued (their attempt stays, so the lost owner's writes stay refused), or make
+        them dead when their attempts are spent."""
+        stale = self._stale(stuck_after_seconds)
+        fence = sa.and_(
+            jobs.c.id == sa.bindparam("claim_id"),
+            jobs.c.attempt == sa.bindparam("claim_attempt"),
+            stale,
+        )
+        requeue = (
+            sa.update(jobs)
+            .where(fence)
+            .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
+        )
+        bury = (
+            sa.update(jobs)
+            .where(fence)
+            .values(
+                state=S.DEAD.value,
+                finished_at=self.dialect.now(),
+                lease_expires_at=None,
+                error=sa.bindparam("new_error"),
+            )
+        )
+        candidates = (
+            sa.select(jobs.c.id, jobs.c.attempt, jobs.c.max_attempts, jobs.c.queue, jobs.c.priority)
+            .where(stale)
+            .order_by(jobs.c.id)
+            .limit(limit)
+        )
+        requeued: list[JobHint] = []
+        dead: list[int] = []
+        with self._begin() as conn:
+            rows: Sequence[Any] = conn.execute(candidates).all()
+            for job_id, attempt, max_attempts, queue, priority in rows:
+                params: dict[str, Any] = {"claim_id": job_id, "claim_attempt": attempt}
+                if attempt >= max_attempts:
+                    params["new_error"] = json.dumps(
+                        {
+                            "kind": "stuck",
+                            "message": f"no heartbeat or progress for {stuck_after_seconds:g}"
+                            " s and no attempts left",
+                            "attempt": attempt,
+                        }
+                    )
+                    if conn.execute(bury, params).rowcount == 1:
+                        dead.append(int(job_id))
+                elif conn.execute(requeue, params).rowcount == 1:
+                    requeued.append(JobHint(int(job_id), str(queue), int(priority)))
+            if requeued:
+                self.dialect.notify(conn, {h.queue for h in requeued})
+        return StuckReset(requeued=requeued, dead=dead)
+
+    def queued_hints(self, *, waiting_seconds: float, limit: int) -> list[JobHint]:
+        """Hints of queued jobs due for at least ``waiting_seconds``, most urgent first."""
+        cutoff = self.dialect.now_plus(sa.literal(-float(waiting_seconds), sa.Float))
+        stmt = (
+            sa.select(jobs.c.id, jobs.c.queue, jobs.c.priority)
+            .where(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= cutoff)
+            .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            rows: Sequence[Any] = conn.execute(stmt).all()
+        return [JobHint(int(i), str(q), int(p)) for i, q, p in rows]
+
+    def purge_jobs(
+        self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
+    ) -> Purge:
+        """Delete succeeded jobs finished before their retention, dead and cancelled ones
+        before theirs, and never-started jobs whose ``expires_at`` passed; ``limit`` each."""
+        d = self.dialect
+
+        def finished_before(states: list[str], seconds: float) -> sa.ColumnElement[bool]:
+            cutoff = d.now_plus(sa.literal(-float(seconds), sa.Float))
+            return sa.and_(jobs.c.state.in_(states), jobs.c.finished_at < cutoff)
+
+        reasons = {
+            "succeeded": finished_before([S.SUCCEEDED.value], succeeded_after_seconds),
+            "failed": finished_before([S.DEAD.value, S.CANCELLED.value], failed_after_seconds),
+            "expired": sa.and_(
+                jobs.c.state.in_(_NEVER_STARTED),
+                jobs.c.attempt == 0,
+                jobs.c.expires_at.is_not(None),
+                jobs.c.expires_at < d.now(),
+            ),
+        }
+        deleted: dict[str, list[int]] = {}
+        with self._begin() as conn:
+            for reason, condition in reasons.items():
+                found: Sequence[Any] = (
+                    conn.execute(
+                        sa.select(jobs.c.id).where(condition).order_by(jobs.c.id).limit(limit)
+                    )
+                    .scalars()
+                    .all()
+                )
+                ids = [int(i) for i in found]
+                if ids:
+                    # Re-checked on delete: a job may have moved since it was selected.
+                    conn.execute(sa.delete(jobs).where(jobs.c.id.in_(ids), condition))
+                    still: set[int] = set(
+                        conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(ids))).scalars()
+                    )
+                    ids = [i for i in ids if i not in still]
+                deleted[reason] = ids
+        return Purge(**deleted)

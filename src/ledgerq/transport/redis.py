@@ -1,0 +1,284 @@
+"""RedisTransport (the ``redis`` driver): carries job ids only, never payloads or state.
+
+Layout: one sorted set per queue, ``{namespace}:{db}:queue:{name}``, scored by the job's
+priority (lower first); members are zero-padded ids, so equal priorities pop oldest first and a
+pushed-twice id is stored once. Workers pop up to their free slots with one ``BZMPOP`` over their
+queues (rotated on every pull, so no queue starves another) and then claim the ids in the
+database, where the ``queued -> running`` transition decides. A popped id whose claim fails is
+dropped; one popped by a worker that dies before its claim stays ``queued`` in the ledger and is
+found by an idle worker's claim-by-query or re-sent by the reconciler after ``REQUEUE_AFTER``.
+
+With a ``fallback`` transport (the ``auto`` driver), a Redis error switches the worker to the
+fallback (polling) at once, logged once; Redis is probed with backoff and used again when it
+answers. Without one (the ``redis`` driver), errors are raised as ``TransportError``.
+
+This is the only module that imports redis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.job import JobHint
+from ledgerq.core.ports import Transport
+
+log = structlog.get_logger("ledgerq.transport.redis")
+
+#: Ids are pushed in pipelines of at most this many per queue command.
+PUSH_CHUNK = 1000
+#: The longest single blocking pop; longer waits loop, so a dead server is noticed promptly.
+MAX_BLOCK_SECONDS = 1.0
+#: Backoff between probes of a Redis server that failed, doubling up to the cap.
+PROBE_FIRST_SECONDS = 0.5
+PROBE_MAX_SECONDS = 5.0
+_ID_WIDTH = 20
+_MAX_ID = 2**63 - 1
+_REDIS_ERRORS = (redis.RedisError, OSError)
+
+
+class RedisTransport:
+    """Transport over Redis sorted sets; thread-safe (redis-py pools its connections)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        fallback: Transport | None = None,
+        client: Any | None = None,
+    ) -> None:
+        self._client: redis.Redis = client or redis.Redis.from_url(
+            url,
+            socket_connect_timeout=1.0,
+            socket_timeout=MAX_BLOCK_SECONDS + 2.0,
+            health_check_interval=30,
+        )
+        db = self._client.connection_pool.connection_kwargs.get("db", 0)
+        self.prefix = f"{namespace}:{db}"
+        self._fallback = fallback
+        # Each instance has its own wake-up key, popped with the queues, so ``interrupt`` can
+        # end a blocked pop at once.
+        self._wake_key = f"{self.prefix}:wake:{secrets.token_hex(8)}"
+        self._rotation = 0
+        self._lock = threading.Lock()
+        self._down = False
+        self._next_probe = 0.0
+        self._probe_backoff = PROBE_FIRST_SECONDS
+        self.fallback_active = False
+        """True while a worker polls the database because Redis failed."""
+        self.fallbacks = 0
+        """How often this transport fell back to polling."""
+        self.malformed_ids = 0
+        """Popped members that were not job ids (dropped, never executed)."""
+        self.pushed = 0
+
+    def key(self, queue: str) -> str:
+        """The sorted set of ``queue``'s hints."""
+        return f"{self.prefix}:queue:{queue}"
+
+    # -- producer side ---------------------------------------------------------------------
+
+    def push(self, hints: Sequence[JobHint]) -> None:
+        """Add the hints to their queues' sets (pipelined); raise ``TransportError`` on failure.
+
+        After a failure, pushes are skipped (raising at once) until the next probe is due:
+        the jobs are in the ledger and the reconciler re-sends them."""
+        if not hints:
+            return
+        if self._down and time.monotonic() < self._next_probe:
+            raise errors.TransportError("Redis is unavailable; the reconciler will send these")
+        by_key: dict[str, dict[bytes, int]] = {}
+        for hint in hints:
+            by_key.setdefault(self.key(hint.queue), {})[_member(hint.job_id)] = hint.priority
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for key, members in by_key.items():
+                items = list(members.items())
+                for start in range(0, len(items), PUSH_CHUNK):
+                    pipe.zadd(key, dict(items[start : start + PUSH_CHUNK]))
+            pipe.execute()
+        except _REDIS_ERRORS as exc:
+            self._failed(exc)
+            raise errors.TransportError(f"Redis push failed: {exc}") from exc
+        self._recovered()
+        self.pushed += len(hints)
+
+    # -- worker side -----------------------------------------------------------------------
+
+    def carries_ids(self) -> bool:
+        """True unless falling back to polling; probes Redis when a probe is due."""
+        if self.fallback_active and time.monotonic() >= self._next_probe:
+            self._probe()
+        return not self.fallback_active
+
+    def pull(self, *, queues: Sequence[str], limit: int, timeout: float) -> list[int]:
+        """Pop up to ``limit`` ids from ``queues``, waiting up to ``timeout`` seconds."""
+        if self.fallback_active and self._fallback is not None:
+            if time.monotonic() >= self._next_probe:
+                self._probe()
+            if self.fallback_active:
+                return self._fallback.pull(queues=queues, limit=limit, timeout=timeout)
+        keys = self._rotated([self.key(q) for q in queues])
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            block = min(deadline - time.monotonic(), MAX_BLOCK_SECONDS)
+            try:
+                popped = self._pop(keys, max(limit, 1), block)
+            except _REDIS_ERRORS as exc:
+                self._failed(exc)
+                if self._fallback is None:
+                    raise errors.TransportError(f"Redis pull failed: {exc}") from exc
+                return []
+            self._recovered()
+            if popped is not None:
+                return popped
+            if time.monotonic() >= deadline:
+                return []
+
+    def _pop(self, keys: list[str], limit: int, block: float) -> list[int] | None:
+        """One pop; None when nothing came before ``block`` ran out."""
+        reply: Any
+        if block > 0.001:
+            # Redis takes the timeout in seconds with millisecond resolution.
+            reply = self._client.bzmpop(
+                round(block, 3), len(keys) + 1, [self._wake_key, *keys], min=True, count=limit
+            )
+        else:
+            reply = self._client.zmpop(len(keys), keys, min=True, count=limit)
+        if not reply:
+            return None
+        key, members = reply[0], reply[1]
+        if _text(key) == self._wake_key:
+            return []
+        ids: list[int] = []
+        for member, _score in members:
+            job_id = _parse_id(member)
+            if job_id is None:
+                self.malformed_ids += 1
+                log.warning("dropped a malformed job id from Redis", key=_text(key))
+            else:
+                ids.append(job_id)
+        return ids
+
+    def _rotated(self, keys: list[str]) -> list[str]:
+        with self._lock:
+            self._rotation = (self._rotation + 1) % max(len(keys), 1)
+            shift = self._rotation
+        return keys[shift:] + keys[:shift]
+
+    def interrupt(self) -> None:
+        """End a blocked pull at once (and the fallback's wait)."""
+        if self._fallback is not None:
+            self._fallback.interrupt()
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zadd(self._wake_key, {b"wake": 0})
+            pipe.expire(self._wake_key, 60)
+            pipe.execute()
+        except _REDIS_ERRORS:
+            pass  # a blocked pop on a dead server ends on its own
+
+    # -- health ----------------------------------------------------------------------------
+
+    def ping(self) -> float:
+        """Round-trip time to Redis in seconds; raise ``TransportError`` if it does not answer."""
+        started = time.perf_counter()
+        try:
+            self._client.ping()
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis does not answer: {exc}") from exc
+        return time.perf_counter() - started
+
+    def eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, or None if the server does not tell (ACL)."""
+        try:
+            reply: Any = self._client.config_get("maxmemory-policy")
+        except redis.ResponseError:
+            return None
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis does not answer: {exc}") from exc
+        value = reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy")
+        return _text(value) if value is not None else None
+
+    def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
+        """Hints waiting in Redis per queue (they may include stale ids)."""
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for queue in queues:
+                pipe.zcard(self.key(queue))
+            counts = pipe.execute()
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis does not answer: {exc}") from exc
+        return {q: int(n) for q, n in zip(queues, counts, strict=True)}
+
+    def close(self) -> None:
+        """Release connections (and the fallback's)."""
+        if self._fallback is not None:
+            self._fallback.close()
+        with contextlib.suppress(*_REDIS_ERRORS):
+            self._client.delete(self._wake_key)
+        self._client.close()
+
+    def _probe(self) -> None:
+        try:
+            self._client.ping()
+        except _REDIS_ERRORS as exc:
+            self._failed(exc)
+            return
+        self._recovered()
+
+    def _failed(self, exc: BaseException) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if not self._down:
+                self._down = True
+                self._probe_backoff = PROBE_FIRST_SECONDS
+                if self._fallback is not None:
+                    self.fallback_active = True
+                    self.fallbacks += 1
+                    log.warning(
+                        "Redis failed; falling back to polling the database", error=str(exc)
+                    )
+                else:
+                    log.warning("Redis failed", error=str(exc))
+            else:
+                self._probe_backoff = min(self._probe_backoff * 2, PROBE_MAX_SECONDS)
+            self._next_probe = now + self._probe_backoff
+
+    def _recovered(self) -> None:
+        if not self._down:
+            return
+        with self._lock:
+            if self._down:
+                self._down = False
+                if self.fallback_active:
+                    log.warning("Redis answers again; back to the redis driver")
+                else:
+                    log.info("Redis answers again")
+                self.fallback_active = False
+
+
+def _member(job_id: int) -> bytes:
+    return b"%020d" % job_id
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _parse_id(member: Any) -> int | None:
+    """A job id from a set member, or None for anything that is not one."""
+    raw = member if isinstance(member, bytes) else str(member).encode()
+    if not raw or len(raw) > _ID_WIDTH or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if 0 < value <= _MAX_ID else None
