@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from ledgerq.store.engine import create_engine
 from ledgerq.store.migrate import migrate
+from tests.redis_server import RedisServer
 
 POSTGRES_URL = os.environ.get(
     "LEDGERQ_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -125,3 +126,15 @@ def make_database_url(tmp_path: Path) -> Iterator[Callable[[str], str]]:
     yield make
     for generator in cleanups:
         next(generator, None)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private redis-server on a free port, killed at the end of the test."""
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    server = RedisServer(directory)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,79 @@
+"""A private ``redis-server`` on a free loopback port, which a test may flush, kill and restart
+without touching the shared server or other tests."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process; ``url`` stays valid across ``restart``."""
+
+    def __init__(self, directory: Path, *extra: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed")
+        self._binary = binary
+        self._dir = directory
+        self._extra = extra
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def client(self) -> redis.Redis:
+        """A client of this server (the caller closes it)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self) -> None:
+        """Start the server on its port and wait until it answers."""
+        args = [self._binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--save", "", "--appendonly", "no", "--dir", str(self._dir), *self._extra]
+        self._proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with self.client() as conn:
+                    conn.ping()
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self._proc.poll() is not None:
+                    raise RuntimeError(f"redis-server on port {self.port} did not start") from None
+                time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL the server (its data is gone) and wait for it to die."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait(10)
+
+    def restart(self) -> None:
+        """Kill and start again on the same port (empty)."""
+        self.kill()
+        self.start()
+
+    def flushall(self) -> None:
+        """Drop every key."""
+        with self.client() as conn:
+            conn.flushall()
+
+    def stop(self) -> None:
+        """Kill the server for good."""
+        self.kill()
