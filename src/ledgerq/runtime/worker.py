@@ -187,7 +187,13 @@ class Worker:
         self._executor.stop()
         self._completer.stop()
         self._transport.close()
-        log.info("worker stopped", worker_id=self.id, **dict(self.stats.outcomes))
+        log.info(
+            "worker stopped",
+            worker_id=self.id,
+            dropped_hints=self.stats.dropped_hints,
+            refused=self.stats.refused,
+            **dict(self.stats.outcomes),
+        )
 
     def _wait_idle(self, grace: float) -> bool:
         # Slices, so a second signal (immediate) cuts the grace period short.
