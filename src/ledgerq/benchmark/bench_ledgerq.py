@@ -38,7 +38,8 @@ def backend_label(url: str) -> str:
 
 
 BACKEND = backend_label(tasks.app.settings.database_url.get_secret_value())
-NAME = f"ledgerq_{BACKEND}"
+REDIS_URL = tasks.app.settings.redis_url
+NAME = f"ledgerq_{BACKEND}" + ("_redis" if REDIS_URL is not None else "")
 _TASKS: dict[str, Task[..., Any]] = {"noop": tasks.noop_task, "sleep": tasks.sleep_task}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -85,6 +86,14 @@ def reset() -> None:
     """Empty the jobs table (not timed)."""
     with tasks.app.parts.store.engine.begin() as conn:
         conn.exec_driver_sql(_CLEAR_SQL[BACKEND])
+    if REDIS_URL is not None:
+        import redis  # the bench's own bookkeeping; ledgerq's redis code stays in its adapter
+
+        client = redis.Redis.from_url(REDIS_URL.get_secret_value())
+        keys = list(client.scan_iter(f"{tasks.app.settings.namespace}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 def _connect() -> None:

@@ -31,8 +31,17 @@ DEFAULT_URLS = {
     "postgresql": "postgresql://postgres@127.0.0.1:5432/ledgerq_bench",
     "sqlite": "sqlite:///{scratch}/ledgerq_bench.db",
     "mysql": "mariadb://root@127.0.0.1:3306/ledgerq_bench",
+    "postgresql-redis": "postgresql://postgres@127.0.0.1:5432/ledgerq_bench",
 }
-_LABELS = {"postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mariadb"}
+_LABELS = {
+    "postgresql": "postgresql",
+    "sqlite": "sqlite",
+    "mysql": "mariadb",
+    "postgresql-redis": "postgresql_redis",
+}
+#: The Redis transport of the ``postgresql-redis`` backend: its own database number and
+#: namespace, apart from the harness's bookkeeping (db 15).
+BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +73,16 @@ class Target:
 
 
 def ledgerq_target(backend: str, url: str, peers_dir: Path) -> Target:
-    """ledgerq on ``backend`` (postgresql, sqlite or mysql), run with this interpreter."""
+    """ledgerq on ``backend`` (postgresql, sqlite, mysql, or postgresql-redis: the PostgreSQL
+    ledger with the Redis transport), run with this interpreter."""
     path = os.pathsep.join(filter(None, [str(peers_dir), os.environ.get("PYTHONPATH")]))
     env = {
         "LEDGERQ_DATABASE_URL": url.format(scratch=peers_dir.parent),
         "LEDGERQ_LOG_LEVEL": "WARNING",
         "PYTHONPATH": path,
     }
+    if backend.endswith("-redis"):
+        env.update(LEDGERQ_REDIS_URL=BENCH_REDIS_URL, LEDGERQ_NAMESPACE="ledgerq-bench")
     argv = (sys.executable, "-m", "ledgerq.benchmark.bench_ledgerq")
     return Target(f"ledgerq_{_LABELS[backend]}", argv, env)
 

@@ -23,7 +23,13 @@ _MODE_ALIASES = {
     "bulk": "enqueue_bulk",
     "enqueue": "enqueue_single,enqueue_bulk",
 }
-_BACKEND_ALIASES = {"postgres": "postgresql", "pg": "postgresql", "mariadb": "mysql"}
+_BACKEND_ALIASES = {
+    "postgres": "postgresql",
+    "pg": "postgresql",
+    "mariadb": "mysql",
+    "redis": "postgresql-redis",
+    "pgredis": "postgresql-redis",
+}
 
 
 def _split(value: str) -> list[str]:
@@ -50,7 +56,7 @@ def parse_backends(value: str) -> list[str]:
     if unknown or not found:
         raise BenchError(
             f"unknown backend(s) {', '.join(unknown) or '(none)'}:"
-            " choose from postgresql, sqlite, mysql"
+            " choose from postgresql, sqlite, mysql, postgresql-redis"
         )
     return list(dict.fromkeys(found))
 
@@ -75,7 +81,10 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
     "--only", metavar="LIST", help="Measurements: enqueue_single,enqueue_bulk,drain,io,latency."
 )
 @click.option(
-    "--backends", default="postgresql,sqlite,mysql", show_default=True, help="ledgerq's databases."
+    "--backends",
+    default="postgresql,postgresql-redis,sqlite,mysql",
+    show_default=True,
+    help="ledgerq's ledgers (postgresql-redis: PostgreSQL with the Redis transport).",
 )
 @click.option(
     "--trials", type=click.IntRange(1, 20), default=1, show_default=True, help="Median of K trials."
@@ -200,6 +209,7 @@ def _ledgerq_targets(
     urls = {
         **runner.DEFAULT_URLS,
         "postgresql": options["postgres_url"],
+        "postgresql-redis": options["postgres_url"],
         "mysql": options["mysql_url"],
     }
     ready = []

@@ -1,0 +1,97 @@
+"""The redis driver in process, against real databases and a private Redis: ids reach Redis
+only after the rows commit (also inside the caller's transaction), workers run what Redis
+announces, and the reconciler deletes expired jobs with their folders."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ledgerq import JobContext, LedgerQ
+from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
+from ledgerq.store.tables import jobs
+from ledgerq.transport.redis import RedisTransport
+from tests.helpers import running_worker, wait_until
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def app(database_url: str, redis_server: RedisServer) -> Iterator[LedgerQ]:
+    application = LedgerQ(database_url=database_url, redis_url=redis_server.url, namespace="it")
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    @application.task(name="work")
+    def work(ctx: JobContext, n: int) -> int:
+        with lock:
+            ran.append(n)
+        return n
+
+    application.ran = ran  # type: ignore[attr-defined]
+    yield application
+    application.close()
+
+
+def hinted(server: RedisServer, queue: str = "default") -> list[int]:
+    with server.client() as raw:
+        return [int(m) for m in raw.zrange(f"it:0:queue:{queue}", 0, -1)]
+
+
+def test_ids_are_announced_after_commit_and_never_on_rollback(
+    app: LedgerQ, redis_server: RedisServer
+) -> None:
+    first = app.client.enqueue([app.client.build("work", (1,))])[0].job_id
+    assert hinted(redis_server) == [first]
+
+    with app.parts.store.engine.connect() as conn:
+        with app.transaction(conn) as tx:
+            inside = app.client.enqueue([app.client.build("work", (2,))], tx=tx)[0].job_id
+            # Not committed yet: workers must not hear of it.
+            assert hinted(redis_server) == [first]
+        assert hinted(redis_server) == [first, inside]
+        trans = conn.begin()
+        app.client.enqueue([app.client.build("work", (3,))], tx=conn)
+        trans.rollback()
+    assert hinted(redis_server) == [first, inside]
+    # Delayed jobs are announced when they become due, not before.
+    app.client.enqueue([app.client.build("work", (4,), delay=3600)])
+    assert hinted(redis_server) == [first, inside]
+
+
+def test_a_redis_worker_runs_what_redis_announces(app: LedgerQ, redis_server: RedisServer) -> None:
+    app.client.enqueue([app.client.build("work", (n,)) for n in range(50)])
+    with running_worker(app, concurrency=4, poll_interval_seconds=5.0, reconcile=False) as worker:
+        wait_until(lambda: len(app.ran) == 50, timeout=30, what="50 jobs run")  # type: ignore[attr-defined]
+        assert isinstance(worker._transport, RedisTransport)
+        assert worker._transport.carries_ids()
+    assert sorted(app.ran) == list(range(50))  # type: ignore[attr-defined]
+    assert hinted(redis_server) == []
+
+
+def test_reconciler_deletes_expired_and_retained_jobs_with_their_folders(
+    app: LedgerQ, tmp_path: Path
+) -> None:
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    expired = app.client.enqueue([app.client.build("work", (1,), held=True, expires_at=past)])
+    kept = app.client.enqueue([app.client.build("work", (2,), held=True)])
+    expired_id, kept_id = expired[0].job_id, kept[0].job_id
+    for job_id in (expired_id, kept_id):
+        (tmp_path / str(job_id)).mkdir()
+        (tmp_path / str(job_id) / "input.csv").write_text("a,b\n")
+    policy = ReconcilePolicy(artifact_root=tmp_path, requeue_after_seconds=3600)
+    transport = RedisTransport(app.settings.redis_url.get_secret_value(), namespace="it")  # type: ignore[union-attr]
+    try:
+        report = Reconciler(app.parts.repair, app.parts.store, transport, policy).run_once()
+    finally:
+        transport.close()
+    assert (report.ran, report.deleted_expired, report.folders_removed) == (True, 1, 1)
+    assert not (tmp_path / str(expired_id)).exists()
+    assert (tmp_path / str(kept_id) / "input.csv").exists()
+    with app.parts.store.engine.connect() as conn:
+        left = set(conn.execute(sa.select(jobs.c.id)).scalars())
+    assert left == {kept_id}
