@@ -24,21 +24,25 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process; ``url`` stays valid across ``restart``."""
 
-    def __init__(self, directory: Path, *extra: str) -> None:
+    def __init__(self, directory: Path, *extra: str, password: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed")
         self._binary = binary
         self._dir = directory
-        self._extra = extra
+        self._extra = (*extra, "--requirepass", password) if password else extra
+        self._password = password
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{password}@" if password else ""
+        self.url = f"redis://{auth}127.0.0.1:{self.port}/0"
         self._proc: subprocess.Popen[bytes] | None = None
         self.start()
 
     def client(self) -> redis.Redis:
         """A client of this server (the caller closes it)."""
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis(
+            host="127.0.0.1", port=self.port, password=self._password, socket_timeout=5
+        )
 
     def start(self) -> None:
         """Start the server on its port and wait until it answers."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +163,21 @@ def test_eviction_policy_is_read(
     with redis_server.client() as raw:
         raw.config_set("maxmemory-policy", "allkeys-lru")
     assert redis_transport.eviction_policy() == "allkeys-lru"
+
+
+def test_password_comes_from_the_url(tmp_path: Path) -> None:
+    (tmp_path / "auth").mkdir()
+    server = RedisServer(tmp_path / "auth", password="s3cret")
+    try:
+        good = RedisTransport(server.url, namespace="auth")
+        wrong = RedisTransport(server.url.replace("s3cret", "wrong"), namespace="auth")
+        try:
+            good.push([JobHint(1, "q", 0)])
+            assert good.pull(queues=["q"], limit=1, timeout=0.1) == [1]
+            with pytest.raises(errors.TransportError):
+                wrong.push([JobHint(2, "q", 0)])
+        finally:
+            good.close()
+            wrong.close()
+    finally:
+        server.stop()
