@@ -16,6 +16,7 @@ from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
 from ledgerq.core import errors
 from ledgerq.core.job import EnqueueResult
+from ledgerq.core.operations import EventSink
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime.worker import Worker
@@ -201,10 +202,11 @@ class LedgerQ:
         """Create or upgrade the ledger's tables."""
         return self.parts.migrate()
 
-    def worker(self, **options: Any) -> Worker:
-        """A worker for this application's tasks; options override the settings."""
+    def worker(self, *, events: EventSink | None = None, **options: Any) -> Worker:
+        """A worker for this application's tasks; options override the settings. ``events``
+        (optional) receives the worker's JobFinished events, e.g. for metrics."""
         opts = bootstrap.worker_options(self.settings, **options)
-        return bootstrap.build_worker(self.settings, self.parts, self.registry, opts)
+        return bootstrap.build_worker(self.settings, self.parts, self.registry, opts, events)
 
     def close(self) -> None:
         """Release database connections."""

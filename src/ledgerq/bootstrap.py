@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ledgerq.config import Settings
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.worker import Worker, WorkerOptions
@@ -72,9 +73,14 @@ def producer_transport() -> Transport:
 
 
 def build_worker(
-    settings: Settings, parts: Parts, registry: TaskRegistry, options: WorkerOptions
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    options: WorkerOptions,
+    events: EventSink | None = None,
 ) -> Worker:
-    """A worker wired to the store and transport of ``settings``."""
+    """A worker wired to the store and transport of ``settings``; ``events`` (optional)
+    receives its JobFinished events (metrics)."""
     transport = build_transport(settings, parts, options.queues)
     return Worker(
         store=parts.store,
@@ -82,6 +88,7 @@ def build_worker(
         registry=registry,
         codec=parts.codec,
         options=options,
+        events=events,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import EnqueueResult, Job, NewJob, check_delay, check_queue_name
+from ledgerq.core.operations import EventSink, JobsEnqueued
 from ledgerq.core.ports import JobStore, Transport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
@@ -21,9 +23,16 @@ class Client:
     """Enqueue, inspect, cancel and retry jobs. Holds no connection of its own."""
 
     def __init__(
-        self, store: JobStore, transport: Transport, registry: TaskRegistry, codec: PayloadCodec
+        self,
+        store: JobStore,
+        transport: Transport,
+        registry: TaskRegistry,
+        codec: PayloadCodec,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit."""
         self.store = store
+        self._events = events
         self._transport = transport
         self._registry = registry
         self._codec = codec
@@ -83,6 +92,13 @@ class Client:
                 # The job is in the ledger; a lost hint only costs latency.
                 with contextlib.suppress(errors.TransportError):
                     self._transport.push(queue=queue, job_ids=ids)
+
+        if self._events is not None:
+            accepted = Counter(
+                j.queue for j, r in zip(jobs, results, strict=True) if not r.duplicate
+            )
+            for queue, count in accepted.items():
+                self._events.emit(JobsEnqueued(queue, count))
         return results
 
     def get(self, job_id: int) -> Job:

@@ -14,7 +14,7 @@ from typing import TextIO, cast
 import click
 import structlog
 
-from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, worker
+from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, serve, worker
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
@@ -75,6 +75,7 @@ for group in (db.group, worker.group, jobs.group, queue.group, config.group):
     cli.add_command(group)
 cli.add_command(demo.command)
 cli.add_command(bench.command)
+cli.add_command(serve.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

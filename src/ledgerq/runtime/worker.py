@@ -7,6 +7,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import Job
+from ledgerq.core.operations import EventSink, JobFinished
 from ledgerq.core.ports import Completion, JobStore, Transport
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
@@ -76,8 +78,12 @@ class Worker:
         codec: PayloadCodec,
         options: WorkerOptions,
         worker_id: str | None = None,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics)."""
         self.id = worker_id or new_worker_id()
+        self._events = events
+        self._claimed_at: dict[int, float] = {}
         self.options = options
         self.stats = WorkerStats()
         self._store = store
@@ -214,6 +220,8 @@ class Worker:
         ctx = JobContext(job)
         with self._lock:
             self._inflight[job.id] = ctx
+            if self._events is not None:
+                self._claimed_at[job.id] = time.monotonic()
         self._executor.submit(ctx)
 
     def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
@@ -222,10 +230,20 @@ class Worker:
                 ctx = self._inflight.get(completion.claim.job_id)
                 if ctx is not None and ctx.attempt == completion.claim.attempt:
                     del self._inflight[completion.claim.job_id]
+                    if self._events is not None and applied:
+                        self._emit_finished(ctx, completion)
                 if applied:
                     self.stats.outcomes[completion.state.value] += 1
                 else:
                     self.stats.refused += 1
+
+    def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
+        started = self._claimed_at.pop(ctx.job_id, None)
+        duration = time.monotonic() - started if started is not None else 0.0
+        assert self._events is not None
+        self._events.emit(
+            JobFinished(ctx.job.queue, ctx.job.task, completion.state.value, duration)
+        )
 
     def _is_settled(self) -> bool:
         with self._lock:

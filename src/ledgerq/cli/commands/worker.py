@@ -8,6 +8,8 @@ from types import FrameType
 import click
 
 from ledgerq.cli.context import CliContext, pass_cli
+from ledgerq.metrics.exporter import HealthExporter
+from ledgerq.metrics.prometheus import MetricsHub
 from ledgerq.runtime.worker import Worker
 
 
@@ -33,6 +35,12 @@ def group() -> None:
 @click.option(
     "--poll-interval", type=click.FloatRange(0.001), help="Seconds between polls when idle."
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host).",
+)
+@click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
 @pass_cli
 def start(
     cli: CliContext,
@@ -44,6 +52,8 @@ def start(
     once: bool,
     grace: float | None,
     poll_interval: float | None,
+    health_port: int | None,
+    health_host: str,
 ) -> int:
     """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
     period). Unfinished jobs are put back to ``queued``."""
@@ -51,7 +61,9 @@ def start(
 
     app = cli.app(tasks_needed=True)
     queue_names = Settings._split_queues(queues) if queues else None
+    hub = MetricsHub() if health_port is not None else None
     worker = app.worker(
+        events=hub.sink if hub is not None else None,
         queues=tuple(queue_names) if queue_names else None,
         concurrency=concurrency,
         prefetch=prefetch,
@@ -61,7 +73,15 @@ def start(
         poll_interval_seconds=poll_interval,
     )
     _install_signal_handlers(worker)
-    stats = worker.run()
+    exporter = None
+    if hub is not None and health_port is not None:
+        exporter = _health_exporter(worker, hub, health_host, health_port)
+        exporter.start()
+    try:
+        stats = worker.run()
+    finally:
+        if exporter is not None:
+            exporter.stop()
     if cli.as_json:
         cli.emit_json(
             {
@@ -72,6 +92,15 @@ def start(
             }
         )
     return 0
+
+
+def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> HealthExporter:
+    def is_alive() -> bool:
+        alive = not worker.stop_requested
+        hub.sink.record_health_check(alive)
+        return alive
+
+    return HealthExporter(host=host, port=port, is_alive=is_alive, render=hub.render)
 
 
 def _install_signal_handlers(worker: Worker) -> None:

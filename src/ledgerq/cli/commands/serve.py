@@ -1,0 +1,50 @@
+"""``ledgerq serve``: the admin API, health endpoints, /metrics and the dashboard."""
+
+from __future__ import annotations
+
+import secrets
+
+import click
+import structlog
+
+from ledgerq import operations
+from ledgerq.admin.app import create_app
+from ledgerq.admin.auth import TokenAuth
+from ledgerq.admin.deps import AdminDeps
+from ledgerq.admin.server import AdminServer, check_bind
+from ledgerq.cli.context import CliContext, pass_cli
+
+log = structlog.get_logger("ledgerq.serve")
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@pass_cli
+def command(cli: CliContext, host: str, port: int) -> int:
+    """Serve the HTTP API and dashboard. Binding anything but loopback needs
+    LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
+    app = cli.app()
+    settings = app.settings
+    admin_tokens = operations.split_tokens(settings.api_token)
+    read_tokens = operations.split_tokens(settings.api_read_token)
+    check_bind(host, token_configured=bool(admin_tokens))
+    if not admin_tokens:
+        admin_tokens = [secrets.token_urlsafe(24)]
+        # Printed once for the person at the terminal, like Jupyter; never logged.
+        click.echo(f"no LEDGERQ_API_TOKEN set; token for this run: {admin_tokens[0]}", err=True)
+    ops = operations.build_operations(settings, app.parts)
+    deps = AdminDeps(
+        client=operations.build_client(app.parts, app.registry, ops.metrics.sink),
+        controls=ops.controls,
+        idempotency=ops.controls,
+        fleet=ops.controls,
+        probes=ops.probes,
+        render_metrics=ops.metrics.render,
+    )
+    auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
+    http = create_app(deps, auth, max_body_bytes=settings.max_payload_bytes * 2 + 4096)
+    server = AdminServer(http, host=host, port=port, log_level=settings.log_level)
+    log.info("serving", url=f"http://{host}:{port}", read_tokens=len(read_tokens))
+    server.run()
+    return 0
