@@ -1,8 +1,10 @@
 """The application the admin tests serve and run: one task that succeeds, one that always
-fails (so the dashboard has failures to retry). ``ledgerq --app tests.admin.tasks_app:app``."""
+fails, one that fails only its first attempt (so a retry from the dashboard succeeds) and
+one that takes a while (so a worker shows as busy). ``ledgerq --app tests.admin.tasks_app:app``."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ledgerq import JobContext, LedgerQ
@@ -19,6 +21,18 @@ def make_app(**settings: Any) -> LedgerQ:
     @app.task(name="admin.boom", queue="mail", max_attempts=1)
     def boom(ctx: JobContext, reason: str = "boom") -> None:
         raise RuntimeError(reason)
+
+    @app.task(name="admin.flaky", queue="mail", max_attempts=1)
+    def flaky(ctx: JobContext) -> str:
+        if ctx.attempt == 1:
+            raise RuntimeError("first attempt fails; a retry succeeds")
+        return "ok"
+
+    @app.task(name="admin.slow", queue="default")
+    def slow(ctx: JobContext, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not ctx.stop_requested:
+            time.sleep(0.05)
 
     return app
 
