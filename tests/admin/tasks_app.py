@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import structlog
+
 from ledgerq import JobContext, LedgerQ
 
 
@@ -27,6 +29,10 @@ def make_app(**settings: Any) -> LedgerQ:
         if ctx.attempt == 1:
             raise RuntimeError("first attempt fails; a retry succeeds")
         return "ok"
+
+    @app.task(name="admin.chatty", queue="default")
+    def chatty(ctx: JobContext, dsn: str) -> None:
+        structlog.get_logger("tests.chatty").info("task says hello", dsn=dsn, api_token="t0k3n")
 
     @app.task(name="admin.slow", queue="default")
     def slow(ctx: JobContext, seconds: float) -> None:

@@ -44,6 +44,7 @@ class AdminServer:
             access_log=False,
             server_header=False,
             lifespan="off",
+            log_config=None,  # uvicorn's records go to the process's logging, not its own format
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

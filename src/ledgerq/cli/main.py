@@ -15,6 +15,7 @@ import click
 import structlog
 
 from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, serve, worker
+from ledgerq.cli import logs
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
@@ -40,6 +41,8 @@ def configure_logging(level: str, fmt: str) -> None:
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # job, queue, task of the running job
+            logs.redact_secrets,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
