@@ -4,6 +4,7 @@ caller passed (tokens, passwords, URLs with credentials)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 #: Field names whose values are never written.
@@ -27,6 +28,8 @@ def _secret_key(key: Any) -> bool:
     return isinstance(key, str) and bool(SECRET_KEY.search(key))
 
 
-def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_secrets(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> Mapping[str, Any]:
     """structlog processor: mask secret-named fields and passwords inside URLs."""
     return {k: MASK if _secret_key(k) else _clean(v) for k, v in event.items()}

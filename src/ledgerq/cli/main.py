@@ -14,8 +14,8 @@ from typing import TextIO, cast
 import click
 import structlog
 
-from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, serve, worker
 from ledgerq.cli import logs
+from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, serve, worker
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
