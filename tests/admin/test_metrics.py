@@ -147,6 +147,8 @@ def test_worker_health_port_serves_live_and_metrics(
                 return samples(response.read().decode()).get(("jobs_processed_total", labels), 0)
 
         assert wait_until(lambda: scrape() == 2.0, what="processed jobs scraped")
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+            assert ("worker_cpu_usage_percent", ()) in samples(response.read().decode())
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()[-2000:]

@@ -9,6 +9,7 @@ read from the database are collected once, by the scraped process, so they never
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -134,6 +135,26 @@ class LedgerCollector(Collector):
         )
 
 
+class CpuCollector(Collector):
+    """``worker_cpu_usage_percent``: this process's CPU time over wall time since the previous
+    scrape (100 = one core busy)."""
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), time.process_time())
+
+    def collect(self) -> Iterable[Metric]:
+        """One reading, relative to the previous one."""
+        now, cpu = time.monotonic(), time.process_time()
+        wall = now - self._last[0]
+        percent = 100.0 * (cpu - self._last[1]) / wall if wall > 0 else 0.0
+        self._last = (now, cpu)
+        yield GaugeMetricFamily(
+            "worker_cpu_usage_percent",
+            "CPU use of this worker process since the last scrape.",
+            round(percent, 2),
+        )
+
+
 class MetricsHub:
     """The process's metrics: the event sink, an optional ledger collector, and rendering."""
 
@@ -142,10 +163,15 @@ class MetricsHub:
         self._own = CollectorRegistry() if self._dir is None else None
         self.sink = PrometheusSink(self._own)
         self._ledger: LedgerCollector | None = None
+        self._cpu: CpuCollector | None = None
 
     def read_ledger(self, readings: LedgerReadings) -> None:
         """Also expose the ledger's gauges (only in one process per scrape target)."""
         self._ledger = LedgerCollector(readings)
+
+    def watch_cpu(self) -> None:
+        """Also expose this process's CPU use (a worker's own endpoint)."""
+        self._cpu = CpuCollector()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text of every metric, and its content type."""
@@ -154,8 +180,9 @@ class MetricsHub:
             multiprocess.MultiProcessCollector(registry, path=self._dir)  # type: ignore[no-untyped-call]
         elif self._own is not None:
             registry.register(_Forward(self._own))
-        if self._ledger is not None:
-            registry.register(self._ledger)
+        for extra in (self._ledger, self._cpu):
+            if extra is not None:
+                registry.register(extra)
         return generate_latest(registry), CONTENT_TYPE_LATEST
 
 

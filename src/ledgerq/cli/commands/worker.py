@@ -62,6 +62,8 @@ def start(
     app = cli.app(tasks_needed=True)
     queue_names = Settings._split_queues(queues) if queues else None
     hub = MetricsHub() if health_port is not None else None
+    if hub is not None:
+        hub.watch_cpu()
     worker = app.worker(
         events=hub.sink if hub is not None else None,
         queues=tuple(queue_names) if queue_names else None,
