@@ -57,11 +57,16 @@ class Operations:
     probes: list[HealthProbe] = field(default_factory=list)
 
 
+def queue_controls(parts: Parts) -> SqlQueueControls:
+    """Pause and resume queues on the ledger of ``parts``."""
+    return SqlQueueControls(parts.store.engine)
+
+
 def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = True) -> Operations:
     """Queue controls on the ledger's engine, the readiness probes of ``settings`` (database,
     migrations, Redis when configured) and this process's metrics. ``ledger_gauges`` adds the
     gauges read from the database at scrape time (queue length, latency, pool use)."""
-    controls = SqlQueueControls(parts.store.engine)
+    controls = queue_controls(parts)
     probes: list[HealthProbe] = [
         _Probe("database", controls.check_database),
         _Probe("migrations", lambda: _migrations_probe(parts)),
