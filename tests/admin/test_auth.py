@@ -18,6 +18,7 @@ READS = [
     "/admin/queue/workers",
     "/admin/metrics",
     "/metrics",
+    "/openapi.json",
 ]
 CHANGES = [
     "/api/v1/jobs/1/cancel",
@@ -106,3 +107,24 @@ def test_serve_refuses_a_public_bind_without_token(
     err = capsys.readouterr().err
     assert "refusing to serve on 0.0.0.0 without a token" in err
     assert "Traceback" not in err
+
+
+def test_dashboard_pages_filter_and_show_details(served_sqlite: Served) -> None:
+    app = served_sqlite.app
+    secret = app.client.build("admin.add", [1, 2], {"api_key": "sk-live-123"})
+    job_id = app.client.enqueue([secret, app.client.build("admin.boom")])[0].job_id
+    client = served_sqlite.client
+    client.post(
+        "/dashboard/login",
+        content=f"token={READ_TOKEN}".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    page = client.get("/dashboard/jobs", params={"task": "admin.add", "state": "", "queue": ""})
+    assert page.status_code == 200 and "admin.add" in page.text and "admin.boom" not in page.text
+    odd = client.get("/dashboard/jobs", params={"queue": "no such\x00queue"})
+    assert odd.status_code == 200 and "admin.add" not in odd.text
+    detail = client.get(f"/dashboard/jobs/{job_id}")
+    assert detail.status_code == 200 and "sk-live-123" not in detail.text and "***" in detail.text
+    assert "default-src 'self'" in detail.headers["content-security-policy"]
+    assert client.get("/dashboard/static/dashboard.js").status_code == 200
+    assert client.get("/dashboard/static/../app.py").status_code == 404

@@ -43,7 +43,7 @@ def api_schema(make_database_url: Any) -> Iterator[Any]:
     for served in serve(make_database_url("sqlite")):
         client = served.app.client
         client.enqueue([client.build("admin.add", [1, 2]), client.build("admin.boom")])
-        yield schemathesis.openapi.from_asgi("/openapi.json", served.http)
+        yield schemathesis.openapi.from_asgi("/openapi.json", served.http, headers=ADMIN)
 
 
 def test_valid_requests_conform_to_the_document(api_schema: Any) -> None:

@@ -42,7 +42,17 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
         version="1",
         description="Jobs, queues, workers and health of a ledgerq deployment. Every endpoint"
         " but /health* needs `Authorization: Bearer <token>` (or a dashboard session).",
+        # The document is served below, behind a token; no Swagger UI (it loads from a CDN).
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi_document(_caller: api.Reader) -> JSONResponse:
+        """The OpenAPI document (read token)."""
+        return JSONResponse(app.openapi())
+
     app.state.deps = deps
     app.state.auth = auth
     app.include_router(health.router)

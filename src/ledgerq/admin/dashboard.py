@@ -4,6 +4,7 @@ header. No GET request changes anything; static files come from this package (no
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Annotated, Any
 from urllib.parse import parse_qs
@@ -11,7 +12,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ledgerq.admin import pages
+from ledgerq.admin import pages, schemas
 from ledgerq.admin.api import audit, queue_stats, worker_documents
 from ledgerq.admin.auth import SESSION_COOKIE, SESSION_SECONDS, Caller, TokenAuth
 from ledgerq.admin.deps import AdminDeps, job_document
@@ -138,7 +139,14 @@ def jobs_page(
         return _to_login()
     deps: AdminDeps = request.app.state.deps
     chosen = JobState(state) if state in pages.STATE_FILTERS else None
-    found = deps.client.list(state=chosen, queue=queue or None, task=task or None, limit=200)
+    wellformed = (not queue or re.match(schemas.QUEUE_PATTERN, queue)) and (
+        not task or re.match(schemas.KEY_PATTERN, task)
+    )
+    found = (
+        deps.client.list(state=chosen, queue=queue or None, task=task or None, limit=200)
+        if wellformed
+        else []  # a filter no job can match (and no odd bytes sent to the database)
+    )
     body = (
         "<h2>Jobs</h2>"
         + pages.filter_form(state, queue, task)
