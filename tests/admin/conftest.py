@@ -28,9 +28,9 @@ class Served:
     client: TestClient
 
 
-def serve(database_url: str) -> Iterator[Served]:
+def serve(database_url: str, **settings: object) -> Iterator[Served]:
     """Build the HTTP application of a test app over ``database_url``."""
-    app = make_app(database_url=database_url)
+    app = make_app(database_url=database_url, **settings)
     http = build_http(app, admin_tokens=[ADMIN_TOKEN], read_tokens=[READ_TOKEN])
     with TestClient(http, base_url="http://127.0.0.1") as client:
         yield Served(app, http, client)

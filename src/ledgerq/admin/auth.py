@@ -15,8 +15,10 @@ import secrets
 import time
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 SESSION_COOKIE = "ledgerq_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -135,11 +137,16 @@ def require(request: Request, role: Role) -> Caller:
     return caller
 
 
-def read_access(request: Request) -> Caller:
+# Declares the bearer scheme in the OpenAPI document; the checks themselves are in ``require``.
+_bearer = HTTPBearer(auto_error=False, description="LEDGERQ_API_TOKEN or LEDGERQ_API_READ_TOKEN")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def read_access(request: Request, _declared: Credentials) -> Caller:
     """Dependency: any valid token or session."""
     return require(request, Role.READ)
 
 
-def admin_access(request: Request) -> Caller:
+def admin_access(request: Request, _declared: Credentials) -> Caller:
     """Dependency: the admin token or an admin session (and CSRF for changes)."""
     return require(request, Role.ADMIN)
