@@ -17,6 +17,8 @@ from ledgerq.application import LedgerQ
 from ledgerq.cli.context import CliContext, pass_cli
 
 log = structlog.get_logger("ledgerq.serve")
+#: Shorter tokens are accepted with a warning (e.g. ``secrets.token_urlsafe(32)`` gives 43).
+MIN_TOKEN_CHARS = 16
 
 
 def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str]) -> FastAPI:
@@ -48,6 +50,8 @@ def command(cli: CliContext, host: str, port: int) -> int:
     admin_tokens = operations.split_tokens(app.settings.api_token)
     read_tokens = operations.split_tokens(app.settings.api_read_token)
     check_bind(host, token_configured=bool(admin_tokens))
+    if any(len(token) < MIN_TOKEN_CHARS for token in admin_tokens + read_tokens):
+        log.warning("an API token is shorter than 16 characters; use a long random one")
     if not admin_tokens:
         admin_tokens = [secrets.token_urlsafe(24)]
         # Shown once to the person at the terminal, like Jupyter does; never logged.
