@@ -118,7 +118,7 @@ def overview(request: Request) -> Response:
         "<canvas id=chart-depth width=480 height=140></canvas></div></section>"
         "<h2>Queues</h2>"
         + pages.table(pages.QUEUE_HEADERS, pages.queue_rows(stats["queues"]), table_id="queues")
-        + f"<h2>Workers <small>({len(workers)})</small></h2>"
+        + f"<h2>Workers <small id=worker-count>({len(workers)})</small></h2>"
         + pages.table(pages.WORKER_HEADERS, pages.worker_rows(workers), table_id="workers")
         + "<h2>Failures</h2>"
         + pages.table(pages.JOB_HEADERS, pages.job_rows(failures), table_id="failures")

@@ -103,6 +103,8 @@
   }
 
   function renderWorkers(data) {
+    var count = document.getElementById("worker-count");
+    if (count) count.textContent = "(" + data.workers.length + ")";
     var body = document.querySelector("#workers tbody");
     if (!body) return;
     body.textContent = "";
