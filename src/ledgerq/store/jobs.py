@@ -17,7 +17,8 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import FINISHED, UNFINISHED, WAITING, JobState
-from ledgerq.store.tables import jobs, paused_queues
+from ledgerq.store.queues import unpaused
+from ledgerq.store.tables import jobs
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
@@ -32,12 +33,6 @@ def _fence(
         jobs.c.attempt == sa.bindparam(claim_attempt),
         _running,
     )
-
-
-def _open(queue: str) -> sa.ColumnElement[bool]:
-    """True unless ``queue`` is paused. Uncorrelated with the job row, so the database
-    evaluates it once per claim and skips a paused queue's index range entirely."""
-    return ~sa.exists().where(paused_queues.c.queue == queue)
 
 
 class SqlJobStore(SqlTransactions):
@@ -208,13 +203,15 @@ class SqlJobStore(SqlTransactions):
         order = (jobs.c.priority, jobs.c.run_at, jobs.c.id)
         ready = sa.and_(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= d.now())
         if len(queues) == 1:
-            picked = sa.select(jobs.c.id).where(ready, jobs.c.queue == queues[0], _open(queues[0]))
+            picked = sa.select(jobs.c.id).where(
+                ready, jobs.c.queue == queues[0], unpaused(queues[0])
+            )
         else:
             # One index range per queue, merged: a single ORDER BY over several queues would
             # sort every queued row of them on each claim.
             per_queue = [
                 sa.select(jobs.c.id)
-                .where(ready, jobs.c.queue == queue, _open(queue))
+                .where(ready, jobs.c.queue == queue, unpaused(queue))
                 .order_by(*order)
                 .limit(sa.bindparam("candidate_limit", type_=sa.Integer))
                 .subquery()

@@ -17,6 +17,12 @@ from ledgerq.store.tables import idempotency_keys, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
 
+def unpaused(queue: str) -> sa.ColumnElement[bool]:
+    """Claim condition, true unless ``queue`` is paused. Uncorrelated with the job row, so the
+    database evaluates it once per claim and skips a paused queue's index range entirely."""
+    return ~sa.exists().where(paused_queues.c.queue == queue)
+
+
 class SqlQueueControls(SqlTransactions):
     """QueueControl, IdempotencyStore and FleetView over the ledger's tables."""
 
