@@ -13,6 +13,9 @@ from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
 from ledgerq.core import errors
 
+#: The application type, for callers outside this package (which never import FastAPI).
+HttpApp = FastAPI
+
 #: Status code per error class; the first match in this order wins.
 STATUS: tuple[tuple[type[errors.LedgerqError], int], ...] = (
     (errors.JobNotFound, 404),

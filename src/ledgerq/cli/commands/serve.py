@@ -6,10 +6,9 @@ import secrets
 
 import click
 import structlog
-from fastapi import FastAPI
 
 from ledgerq import operations
-from ledgerq.admin.app import create_app
+from ledgerq.admin.app import HttpApp, create_app
 from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
 from ledgerq.admin.server import AdminServer, check_bind
@@ -21,7 +20,7 @@ log = structlog.get_logger("ledgerq.serve")
 MIN_TOKEN_CHARS = 16
 
 
-def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str]) -> FastAPI:
+def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str]) -> HttpApp:
     """The HTTP application of ``app``: its Client (enqueues counted in metrics), queue
     controls, readiness probes and metrics; tokens are hashed by ``TokenAuth``."""
     settings = app.settings
