@@ -57,6 +57,6 @@ def command(cli: CliContext, host: str, port: int) -> int:
         click.echo(f"no LEDGERQ_API_TOKEN set; token for this run: {admin_tokens[0]}", err=True)
     http = build_http(app, admin_tokens=admin_tokens, read_tokens=read_tokens)
     server = AdminServer(http, host=host, port=port, log_level=app.settings.log_level)
-    log.info("serving", host=host, port=port, read_tokens=len(read_tokens))
+    log.info("serving", host=host, port=port, read_only_role=bool(read_tokens))
     server.run()
     return 0
