@@ -92,8 +92,8 @@ class Client:
                 # The job is in the ledger; a lost hint only costs latency.
                 with contextlib.suppress(errors.TransportError):
                     self._transport.push(queue=queue, job_ids=ids)
-
-        if self._events is not None:
+        # Counted only once committed: inside the caller's transaction the jobs may roll back.
+        if self._events is not None and tx is None:
             accepted = Counter(
                 j.queue for j, r in zip(jobs, results, strict=True) if not r.duplicate
             )
