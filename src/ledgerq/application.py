@@ -16,6 +16,7 @@ from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
 from ledgerq.core import errors
 from ledgerq.core.job import EnqueueResult
+from ledgerq.core.operations import EventSink
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime.worker import Worker
@@ -219,14 +220,26 @@ class LedgerQ:
         return self.parts.migrate()
 
     def worker(
-        self, *, driver: bootstrap.Driver = "auto", strict: bool = False, **options: Any
+        self,
+        *,
+        driver: bootstrap.Driver = "auto",
+        strict: bool = False,
+        events: EventSink | None = None,
+        **options: Any,
     ) -> Worker:
         """A worker for this application's tasks; options override the settings. ``driver``
         picks the transport (``auto``: Redis with fallback when configured); ``strict``
-        refuses a Redis that may evict keys."""
+        refuses a Redis that may evict keys; ``events`` (optional) receives the worker's
+        JobFinished events, e.g. for metrics."""
         opts = bootstrap.worker_options(self.settings, **options)
         return bootstrap.build_worker(
-            self.settings, self.parts, self.registry, opts, driver=driver, strict=strict
+            self.settings,
+            self.parts,
+            self.registry,
+            opts,
+            events,
+            driver=driver,
+            strict=strict,
         )
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ import structlog
 from ledgerq.config import Settings
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
@@ -177,11 +178,13 @@ def build_worker(
     parts: Parts,
     registry: TaskRegistry,
     options: WorkerOptions,
+    events: EventSink | None = None,
     *,
     driver: Driver = "auto",
     strict: bool = False,
 ) -> Worker:
-    """A worker wired to the store and transport of ``settings``."""
+    """A worker wired to the store and transport of ``settings``; ``events`` (optional)
+    receives its JobFinished events (metrics)."""
     transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
     return Worker(
         store=parts.store,
@@ -190,6 +193,7 @@ def build_worker(
         codec=parts.codec,
         options=options,
         repair=parts.repair,
+        events=events,
     )
 
 

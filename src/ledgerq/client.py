@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from ledgerq.core.job import (
     check_delay,
     check_queue_name,
 )
+from ledgerq.core.operations import EventSink, JobsEnqueued
 from ledgerq.core.ports import JobStore, Transport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
@@ -27,9 +29,16 @@ class Client:
     """Enqueue, inspect, cancel and retry jobs. Holds no connection of its own."""
 
     def __init__(
-        self, store: JobStore, transport: Transport, registry: TaskRegistry, codec: PayloadCodec
+        self,
+        store: JobStore,
+        transport: Transport,
+        registry: TaskRegistry,
+        codec: PayloadCodec,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit."""
         self.store = store
+        self._events = events
         self._transport = transport
         self._registry = registry
         self._codec = codec
@@ -84,15 +93,25 @@ class Client:
         transaction) the jobs exist only if that transaction commits. Their ids go to the
         transport once the rows committed; a transport failure never fails the enqueue."""
 
-        def announce(results: list[EnqueueResult]) -> None:
-            hints = [
-                JobHint(result.job_id, job.queue, job.priority)
+        def committed(results: list[EnqueueResult]) -> None:
+            accepted = [
+                (job, result)
                 for job, result in zip(jobs, results, strict=True)
-                if not result.duplicate and job.initial_state is JobState.QUEUED
+                if not result.duplicate
             ]
-            self.announce(hints)
+            self.announce(
+                [
+                    JobHint(result.job_id, job.queue, job.priority)
+                    for job, result in accepted
+                    if job.initial_state is JobState.QUEUED
+                ]
+            )
+            # Counted only once committed: inside the caller's transaction they may roll back.
+            if self._events is not None:
+                for queue, count in Counter(job.queue for job, _ in accepted).items():
+                    self._events.emit(JobsEnqueued(queue, count))
 
-        return self.store.insert_jobs(jobs, connection=tx, on_commit=announce)
+        return self.store.insert_jobs(jobs, connection=tx, on_commit=committed)
 
     def announce(self, hints: Sequence[JobHint]) -> None:
         """Send hints of committed queued jobs; if the transport fails, the jobs are still in

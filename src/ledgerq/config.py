@@ -76,7 +76,10 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "text"
     """``json`` for machines, ``text`` for people. Defaults to text."""
     api_token: SecretStr | None = None
-    """Bearer token of the admin API. Defaults to unset."""
+    """Admin bearer token(s) of the HTTP API, comma-separated for rotation; unset means
+    ``ledgerq serve`` makes a one-off token and binds loopback only. Defaults to unset."""
+    api_read_token: SecretStr | None = None
+    """Read-only bearer token(s) of the HTTP API, comma-separated. Defaults to unset."""
     max_payload_bytes: int = Field(default=256 * 1024, ge=64, le=64 * 1024 * 1024)
     """Largest encoded job arguments, in bytes. Defaults to 262144."""
 

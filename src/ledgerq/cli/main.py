@@ -14,7 +14,8 @@ from typing import TextIO, cast
 import click
 import structlog
 
-from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, reconcile, worker
+from ledgerq.cli import logs
+from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, reconcile, serve, worker
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
@@ -40,6 +41,8 @@ def configure_logging(level: str, fmt: str) -> None:
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # job, queue, task of the running job
+            logs.redact_secrets,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
@@ -76,6 +79,7 @@ for group in (db.group, worker.group, jobs.group, queue.group, config.group):
 cli.add_command(demo.command)
 cli.add_command(bench.command)
 cli.add_command(reconcile.command)
+cli.add_command(serve.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -150,6 +150,9 @@ class Waker(Protocol):
 class Transport(Protocol):
     """Carries hints that jobs exist. Correctness never depends on it: the claim decides."""
 
+    fallback_active: bool
+    """True while a transport that failed polls the database instead."""
+
     def push(self, hints: Sequence[JobHint]) -> None:
         """Announce committed ``queued`` jobs; raise ``TransportError`` if that failed."""
 

@@ -173,8 +173,13 @@ class Executor:
                 with self._timer:
                     heapq.heappush(self._deadlines, (run.started + timeout, next(self._seq), run))
                     self._timer.notify_all()
+            job = run.ctx.job
             try:
-                completion = self._execute(run, timeout)
+                # Every log line of the job's handler (structlog) carries the job's context.
+                with structlog.contextvars.bound_contextvars(
+                    job_id=job.id, queue=job.queue, task=job.task, attempt=job.attempt
+                ):
+                    completion = self._execute(run, timeout)
             except JobTimeout:
                 self._leave_handler(run)
                 completion = None  # the monitor already recorded the timeout
@@ -214,6 +219,7 @@ class Executor:
                 )
             return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # user code: record it on the job, never crash the worker
+            log.info("job attempt failed", error=f"{type(exc).__name__}: {exc}")
             return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
 
     def _call_sync(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.job import Job
+from ledgerq.core.operations import EventSink, HintsDropped
 from ledgerq.core.ports import JobStore, Transport
 from ledgerq.runtime.executor import Executor
 
@@ -48,6 +49,7 @@ class Fetcher:
         policy: FetchPolicy,
         on_claimed: Callable[[Job], None],
         is_settled: Callable[[], bool],
+        events: EventSink | None = None,
     ) -> None:
         self._store = store
         self._transport = transport
@@ -55,6 +57,7 @@ class Fetcher:
         self._policy = policy
         self._on_claimed = on_claimed
         self._is_settled = is_settled
+        self._events = events
         self._stop = threading.Event()
         self._claimed = 0
         self._staged_before_exit = False
@@ -138,7 +141,11 @@ class Fetcher:
             job_ids=ids,
         )
         # Taken by another worker, finished, cancelled, not yet due or unknown: dropped.
-        self.dropped_hints += len(ids) - len(jobs)
+        dropped = len(ids) - len(jobs)
+        if dropped:
+            self.dropped_hints += dropped
+            if self._events is not None:
+                self._events.emit(HintsDropped(dropped))
         self._accept(jobs)
         return len(jobs), limit
 

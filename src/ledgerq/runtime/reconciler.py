@@ -23,6 +23,7 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.job import JobHint
+from ledgerq.core.operations import EventSink, ReconcilePassed
 from ledgerq.core.ports import JobStore, LedgerRepair, Transport
 
 log = structlog.get_logger("ledgerq.reconciler")
@@ -78,8 +79,10 @@ class Reconciler:
         store: JobStore,
         transport: Transport,
         policy: ReconcilePolicy,
+        events: EventSink | None = None,
     ) -> None:
         self._repair = repair
+        self._events = events
         self._store = store
         self._transport = transport
         self._policy = policy
@@ -139,6 +142,11 @@ class Reconciler:
         self.last_report = report
         if report.changed_anything or report.announce_failed:
             log.info("reconcile pass", **report.as_dict())
+        if self._events is not None:
+            counts = tuple(
+                (k, int(v)) for k, v in report.as_dict().items() if not isinstance(v, bool)
+            )
+            self._events.emit(ReconcilePassed(counts))
         return report
 
     def _announce(self, hints: list[JobHint]) -> tuple[int, bool]:

@@ -8,6 +8,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import Job
+from ledgerq.core.operations import EventSink, JobFinished
 from ledgerq.core.ports import Completion, JobStore, LedgerRepair, Transport
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
@@ -83,8 +85,12 @@ class Worker:
         options: WorkerOptions,
         worker_id: str | None = None,
         repair: LedgerRepair | None = None,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics)."""
         self.id = worker_id or new_worker_id()
+        self._events = events
+        self._claimed_at: dict[int, float] = {}
         self.options = options
         self.stats = WorkerStats()
         self._store = store
@@ -112,13 +118,21 @@ class Worker:
             max_jobs=options.max_jobs,
         )
         self._fetcher = Fetcher(
-            store, transport, self._executor, policy, self._on_claimed, self._is_settled
+            store,
+            transport,
+            self._executor,
+            policy,
+            self._on_claimed,
+            self._is_settled,
+            events=events,
         )
         self._janitor = Janitor(store, interval_seconds=MAINTAIN_INTERVAL_SECONDS)
         self._stager = Stager(store, transport, interval_seconds=options.poll_interval_seconds)
         self._reconciler: Reconciler | None = None
         if options.reconcile is not None and repair is not None:
-            self._reconciler = Reconciler(repair, store, transport, options.reconcile)
+            self._reconciler = Reconciler(
+                repair, store, transport, options.reconcile, events=events
+            )
         self._heartbeater = Heartbeater(
             store,
             self.running_jobs,
@@ -130,6 +144,10 @@ class Worker:
         """Contexts of the jobs this worker holds right now."""
         with self._lock:
             return list(self._inflight.values())
+
+    def transport_fallback_active(self) -> bool:
+        """Whether this worker polls the database because its Redis transport failed."""
+        return self._transport.fallback_active
 
     @property
     def stop_requested(self) -> bool:
@@ -238,6 +256,8 @@ class Worker:
         ctx = JobContext(job)
         with self._lock:
             self._inflight[job.id] = ctx
+            if self._events is not None:
+                self._claimed_at[job.id] = time.monotonic()
         self._executor.submit(ctx)
 
     def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
@@ -246,10 +266,20 @@ class Worker:
                 ctx = self._inflight.get(completion.claim.job_id)
                 if ctx is not None and ctx.attempt == completion.claim.attempt:
                     del self._inflight[completion.claim.job_id]
+                    if self._events is not None and applied:
+                        self._emit_finished(ctx, completion)
                 if applied:
                     self.stats.outcomes[completion.state.value] += 1
                 else:
                     self.stats.refused += 1
+
+    def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
+        started = self._claimed_at.pop(ctx.job_id, None)
+        duration = time.monotonic() - started if started is not None else 0.0
+        assert self._events is not None
+        self._events.emit(
+            JobFinished(ctx.job.queue, ctx.job.task, completion.state.value, duration)
+        )
 
     def _is_settled(self) -> bool:
         with self._lock:

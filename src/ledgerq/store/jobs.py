@@ -18,7 +18,8 @@ from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import WAITING, JobState
 from ledgerq.store.operations import SqlJobOperations
-from ledgerq.store.tables import jobs
+from ledgerq.store.queues import unpaused
+from ledgerq.store.tables import jobs, paused_queues
 from ledgerq.store.transactions import translate_error
 
 S = JobState
@@ -238,13 +239,15 @@ class SqlJobStore(SqlJobOperations):
         order = (jobs.c.priority, jobs.c.run_at, jobs.c.id)
         ready = sa.and_(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= d.now())
         if len(queues) == 1:
-            picked = sa.select(jobs.c.id).where(ready, jobs.c.queue == queues[0])
+            picked = sa.select(jobs.c.id).where(
+                ready, jobs.c.queue == queues[0], unpaused(queues[0])
+            )
         else:
             # One index range per queue, merged: a single ORDER BY over several queues would
             # sort every queued row of them on each claim.
             per_queue = [
                 sa.select(jobs.c.id)
-                .where(ready, jobs.c.queue == queue)
+                .where(ready, jobs.c.queue == queue, unpaused(queue))
                 .order_by(*order)
                 .limit(sa.bindparam("candidate_limit", type_=sa.Integer))
                 .subquery()
@@ -272,6 +275,7 @@ class SqlJobStore(SqlJobOperations):
                 jobs.c.state == S.QUEUED.value,
                 jobs.c.run_at <= d.now(),
                 jobs.c.queue.in_(queues),
+                ~sa.exists().where(paused_queues.c.queue == jobs.c.queue),
             )
             .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
             .limit(sa.bindparam("claim_limit", type_=sa.Integer))

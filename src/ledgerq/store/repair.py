@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
@@ -103,11 +103,16 @@ class SqlLedgerRepair(SqlTransactions):
         return StuckReset(requeued=requeued, dead=dead)
 
     def queued_hints(self, *, waiting_seconds: float, limit: int) -> list[JobHint]:
-        """Hints of queued jobs due for at least ``waiting_seconds``, most urgent first."""
+        """Hints of queued jobs (of queues not paused) due for at least ``waiting_seconds``,
+        most urgent first."""
         cutoff = self.dialect.now_plus(sa.literal(-float(waiting_seconds), sa.Float))
         stmt = (
             sa.select(jobs.c.id, jobs.c.queue, jobs.c.priority)
-            .where(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= cutoff)
+            .where(
+                jobs.c.state == S.QUEUED.value,
+                jobs.c.run_at <= cutoff,
+                ~sa.exists().where(paused_queues.c.queue == jobs.c.queue),
+            )
             .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
             .limit(limit)
         )

@@ -89,3 +89,21 @@ jobs = sa.Table(
         sqlite_where=sa.text("state = 'running'"),
     ),
 )
+
+# A row per paused queue: the claim skips a queue that has a row here (see jobs.py).
+paused_queues = sa.Table(
+    "paused_queues",
+    metadata,
+    sa.Column("queue", sa.String(64), primary_key=True),
+    sa.Column("paused_at", Timestamp, nullable=False),
+)
+
+# Which job an HTTP ``Idempotency-Key`` produced, and a hash of the request that used it.
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("job_id", JobId, nullable=False),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)

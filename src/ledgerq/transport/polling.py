@@ -19,6 +19,7 @@ class PollingTransport:
     def __init__(self, waker: Waker | None = None) -> None:
         self._waker = waker
         self._interrupted = threading.Event()
+        self.fallback_active = False
 
     def push(self, hints: Sequence[JobHint]) -> None:
         """Nothing to do: the rows themselves are the queue."""

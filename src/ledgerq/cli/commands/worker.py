@@ -8,6 +8,8 @@ from types import FrameType
 import click
 
 from ledgerq.cli.context import CliContext, pass_cli
+from ledgerq.metrics.exporter import HealthExporter
+from ledgerq.metrics.prometheus import MetricsHub
 from ledgerq.runtime.worker import Worker
 
 
@@ -38,6 +40,12 @@ def group() -> None:
 @click.option(
     "--poll-interval", type=click.FloatRange(0.001), help="Seconds between polls when idle."
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host).",
+)
+@click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
 @pass_cli
 def start(
     cli: CliContext,
@@ -50,6 +58,8 @@ def start(
     once: bool,
     grace: float | None,
     poll_interval: float | None,
+    health_port: int | None,
+    health_host: str,
 ) -> int:
     """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
     period). Unfinished jobs are put back to ``queued``."""
@@ -57,9 +67,13 @@ def start(
 
     app = cli.app(tasks_needed=True)
     queue_names = Settings._split_queues(queues) if queues else None
+    hub = MetricsHub() if health_port is not None else None
+    if hub is not None:
+        hub.watch_cpu()
     worker = app.worker(
         driver=driver,  # type: ignore[arg-type]  # click.Choice checked it
         strict=strict,
+        events=hub.sink if hub is not None else None,
         queues=tuple(queue_names) if queue_names else None,
         concurrency=concurrency,
         prefetch=prefetch,
@@ -69,7 +83,16 @@ def start(
         poll_interval_seconds=poll_interval,
     )
     _install_signal_handlers(worker)
-    stats = worker.run()
+    exporter = None
+    if hub is not None and health_port is not None:
+        hub.watch_transport(worker.transport_fallback_active)
+        exporter = _health_exporter(worker, hub, health_host, health_port)
+        exporter.start()
+    try:
+        stats = worker.run()
+    finally:
+        if exporter is not None:
+            exporter.stop()
     if cli.as_json:
         cli.emit_json(
             {
@@ -81,6 +104,15 @@ def start(
             }
         )
     return 0
+
+
+def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> HealthExporter:
+    def is_alive() -> bool:
+        alive = not worker.stop_requested
+        hub.sink.record_health_check(alive)
+        return alive
+
+    return HealthExporter(host=host, port=port, is_alive=is_alive, render=hub.render)
 
 
 def _install_signal_handlers(worker: Worker) -> None:

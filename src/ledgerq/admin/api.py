@@ -1,0 +1,256 @@
+"""The JSON API: jobs (``/api/v1``) and queue administration (``/admin``). Every change is
+written to the audit log with the caller's role, never its token."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import structlog
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
+
+from ledgerq.admin import schemas
+from ledgerq.admin.auth import Caller, admin_access, read_access
+from ledgerq.admin.deps import AdminDeps, job_document
+from ledgerq.core import errors
+from ledgerq.core.job import MAX_DELAY_SECONDS, as_utc
+from ledgerq.core.operations import IdempotentRequest, WorkerView
+from ledgerq.core.states import FINISHED, JobState
+
+audit = structlog.get_logger("ledgerq.audit")
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.Problem} for code in (400, 401, 403, 404, 409, 503)
+}
+JobId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The job's id.")]
+QueueName = Annotated[str, Path(pattern=schemas.QUEUE_PATTERN)]
+Reader = Annotated[Caller, Depends(read_access)]
+Admin = Annotated[Caller, Depends(admin_access)]
+
+router = APIRouter(responses=ERRORS)
+
+
+def deps_of(request: Request) -> AdminDeps:
+    """The AdminDeps of the running application."""
+    deps: AdminDeps = request.app.state.deps
+    return deps
+
+
+Deps = Annotated[AdminDeps, Depends(deps_of)]
+
+
+def _audit(request: Request, caller: Caller, action: str, **fields: Any) -> None:
+    client = request.client.host if request.client else "-"
+    audit.info("audit", action=action, caller=caller.label, client=client, **fields)
+
+
+def _request_hash(body: schemas.EnqueueRequest) -> str:
+    return hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+
+
+def _check_run_at(run_at: datetime | None) -> datetime | None:
+    if run_at is None:
+        return None
+    if run_at.tzinfo is None:
+        raise errors.InvalidSchedule("run_at needs a time zone (e.g. 2030-01-01T00:00:00Z)")
+    now = datetime.now(UTC)
+    window = timedelta(seconds=MAX_DELAY_SECONDS)
+    if not now - window <= run_at <= now + window:
+        raise errors.InvalidSchedule("run_at must lie within a year of now")
+    return as_utc(run_at)
+
+
+@router.post(
+    "/api/v1/jobs",
+    status_code=201,
+    response_model=schemas.EnqueueResponse,
+    tags=["jobs"],
+    responses={200: {"model": schemas.EnqueueResponse, "description": "Replay or duplicate"}},
+)
+def enqueue_job(
+    body: schemas.EnqueueRequest,
+    request: Request,
+    response: Response,
+    caller: Admin,
+    deps: Deps,
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", min_length=1, max_length=200, pattern=schemas.KEY_PATTERN),
+    ] = None,
+) -> dict[str, Any]:
+    """Create a job. With ``Idempotency-Key`` a repeated request returns the first job
+    (200); the same key with a different body is refused (409)."""
+    digest = _request_hash(body)
+    if idempotency_key is not None:
+        seen = deps.idempotency.find_request(idempotency_key)
+        if seen is not None:
+            return _replay(deps, seen, digest, response)
+    job = deps.client.build(
+        body.task,
+        body.args,
+        body.kwargs,
+        queue=body.queue,
+        priority=body.priority,
+        delay=body.delay,
+        run_at=_check_run_at(body.run_at),
+        # The key also dedupes concurrent first requests while the job is unfinished.
+        dedupe_key=body.dedupe_key or (f"idem:{idempotency_key}" if idempotency_key else None),
+        max_attempts=body.max_attempts,
+        timeout=body.timeout,
+        held=body.held,
+    )
+    result = deps.client.enqueue([job])[0]
+    if idempotency_key is not None:
+        held = deps.idempotency.remember_request(
+            IdempotentRequest(idempotency_key, result.job_id, digest)
+        )
+        if held.job_id != result.job_id:
+            return _replay(deps, held, digest, response)
+    if result.duplicate:
+        response.status_code = 200
+    _audit(request, caller, "enqueue", job_id=result.job_id, task=body.task, queue=job.queue)
+    return {
+        "id": result.job_id,
+        "duplicate": result.duplicate,
+        "replayed": False,
+        "job": job_document(deps.client.get(result.job_id)),
+    }
+
+
+def _replay(
+    deps: AdminDeps, seen: IdempotentRequest, digest: str, response: Response
+) -> dict[str, Any]:
+    if seen.request_hash != digest:
+        raise HTTPException(409, "Idempotency-Key was used with a different request")
+    response.status_code = 200
+    doc = job_document(deps.client.get(seen.job_id))
+    return {"id": seen.job_id, "duplicate": False, "replayed": True, "job": doc}
+
+
+@router.get("/api/v1/jobs", response_model=schemas.JobList, tags=["jobs"])
+def list_jobs(
+    _caller: Reader,
+    deps: Deps,
+    state: JobState | None = None,
+    queue: Annotated[str | None, Query(pattern=schemas.QUEUE_PATTERN)] = None,
+    task: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """Newest jobs first, filtered by state, queue and task."""
+    jobs = deps.client.list(state=state, queue=queue, task=task, limit=limit)
+    return {"jobs": [job_document(j) for j in jobs]}
+
+
+@router.get("/api/v1/jobs/{job_id}", response_model=schemas.JobOut, tags=["jobs"])
+def get_job(job_id: JobId, _caller: Reader, deps: Deps) -> dict[str, Any]:
+    """One job with its arguments (secrets masked), error and traceback."""
+    return job_document(deps.client.get(job_id))
+
+
+@router.post("/api/v1/jobs/{job_id}/cancel", response_model=schemas.JobOut, tags=["jobs"])
+def cancel_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
+    """Cancel an unfinished job (409 if it has finished)."""
+    job = deps.client.cancel(job_id)
+    _audit(request, caller, "cancel", job_id=job_id, state=job.state.value)
+    return job_document(job)
+
+
+@router.post("/api/v1/jobs/{job_id}/retry", response_model=schemas.JobOut, tags=["jobs"])
+def retry_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
+    """Queue a failed, dead or cancelled job again now (409 otherwise)."""
+    job = deps.client.retry(job_id)
+    _audit(request, caller, "retry", job_id=job_id, state=job.state.value)
+    return job_document(job)
+
+
+@router.post("/admin/queues/{queue}/pause", response_model=schemas.QueueControlOut, tags=["queues"])
+def pause_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
+    """Stop workers from claiming jobs of ``queue``; enqueues still succeed."""
+    deps.controls.pause_queue(queue)
+    _audit(request, caller, "pause", queue=queue)
+    return {"queue": queue, "paused": True}
+
+
+@router.post(
+    "/admin/queues/{queue}/resume", response_model=schemas.QueueControlOut, tags=["queues"]
+)
+def resume_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
+    """Let workers claim jobs of ``queue`` again."""
+    deps.controls.resume_queue(queue)
+    _audit(request, caller, "resume", queue=queue)
+    return {"queue": queue, "paused": False}
+
+
+def queue_stats(deps: AdminDeps) -> dict[str, Any]:
+    """Per queue: jobs per state, paused flag, latency; and totals per state."""
+    counts = deps.client.store.count_jobs()
+    paused = deps.controls.paused_queues()
+    latency = deps.controls.queue_latency_seconds()
+    per_queue: dict[str, dict[str, int]] = {name: {} for name in paused}
+    totals: dict[str, int] = {s.value: 0 for s in JobState}
+    for (queue, state), n in counts.items():
+        per_queue.setdefault(queue, {})[state.value] = n
+        totals[state.value] += n
+    queues = [
+        {
+            "name": name,
+            "counts": per_queue[name],
+            "queued": per_queue[name].get(JobState.QUEUED.value, 0),
+            "running": per_queue[name].get(JobState.RUNNING.value, 0),
+            "paused": name in paused,
+            "latency_seconds": round(latency.get(name, 0.0), 3),
+        }
+        for name in sorted(per_queue)
+    ]
+    return {"queues": queues, "totals": totals}
+
+
+@router.get("/admin/queue/stats", response_model=schemas.StatsOut, tags=["queues"])
+def get_queue_stats(_caller: Reader, deps: Deps) -> dict[str, Any]:
+    """Jobs per queue and state, paused queues, latency."""
+    return queue_stats(deps)
+
+
+def worker_documents(views: Sequence[WorkerView]) -> list[dict[str, Any]]:
+    """Workers with the age of their last heartbeat."""
+    now = datetime.now(UTC)
+    return [
+        {
+            "worker_id": v.worker_id,
+            "status": v.status,
+            "running_jobs": v.running_jobs,
+            "queues": list(v.queues),
+            "last_heartbeat_at": v.last_heartbeat_at,
+            "heartbeat_age_seconds": (
+                round((now - v.last_heartbeat_at).total_seconds(), 3)
+                if v.last_heartbeat_at
+                else None
+            ),
+        }
+        for v in views
+    ]
+
+
+@router.get("/admin/queue/workers", response_model=schemas.WorkersOut, tags=["queues"])
+def get_workers(_caller: Reader, deps: Deps) -> dict[str, Any]:
+    """Workers known to the ledger (today: derived from running jobs)."""
+    views = deps.fleet.list_workers()
+    source = views[0].source if views else "jobs"
+    return {"source": source, "workers": worker_documents(views)}
+
+
+@router.get("/admin/metrics", response_model=schemas.MetricsOut, tags=["queues"])
+def get_metrics_snapshot(_caller: Reader, deps: Deps) -> dict[str, Any]:
+    """Totals per state, finished jobs, queue lengths and active workers, as JSON."""
+    stats = queue_stats(deps)
+    totals: dict[str, int] = stats["totals"]
+    return {
+        "at": time.time(),
+        "totals": totals,
+        "finished_total": sum(totals[s.value] for s in FINISHED),
+        "queue_lengths": {q["name"]: q["queued"] for q in stats["queues"]},
+        "workers_active": len(deps.fleet.list_workers()),
+    }

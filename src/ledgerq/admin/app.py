@@ -1,0 +1,82 @@
+"""create_app: the FastAPI application of ``ledgerq serve`` (API, health, metrics, dashboard),
+with ledgerq's errors mapped onto HTTP status codes and a cap on request bodies."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from ledgerq.admin import api, dashboard, health
+from ledgerq.admin.auth import TokenAuth
+from ledgerq.admin.deps import AdminDeps
+from ledgerq.core import errors
+
+#: The application type, for callers outside this package (which never import FastAPI).
+HttpApp = FastAPI
+
+#: Status code per error class; the first match in this order wins.
+STATUS: tuple[tuple[type[errors.LedgerqError], int], ...] = (
+    (errors.JobNotFound, 404),
+    (errors.InvalidTransition, 409),
+    (errors.StoreUnavailable, 503),
+    (errors.InvalidJob, 400),
+    (errors.TaskNotRegistered, 400),
+)
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    # Everything is served by this process; no CDN, no inline script.
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        " frame-ancestors 'none'; form-action 'self'"
+    ),
+}
+
+
+def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> FastAPI:
+    """The HTTP application over ``deps``; ``auth`` holds the hashed tokens. Request bodies
+    above ``max_body_bytes`` are refused with 413."""
+    app = FastAPI(
+        title="ledgerq admin API",
+        version="1",
+        description="Jobs, queues, workers and health of a ledgerq deployment. Every endpoint"
+        " but /health* needs `Authorization: Bearer <token>` (or a dashboard session).",
+        # The document is served below, behind a token; no Swagger UI (it loads from a CDN).
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi_document(_caller: api.Reader) -> JSONResponse:
+        """The OpenAPI document (read token)."""
+        return JSONResponse(app.openapi())
+
+    app.state.deps = deps
+    app.state.auth = auth
+    app.include_router(health.router)
+    app.include_router(api.router)
+    app.include_router(dashboard.router)
+
+    @app.exception_handler(errors.LedgerqError)
+    async def on_ledgerq_error(_request: Request, exc: errors.LedgerqError) -> JSONResponse:
+        status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.middleware("http")
+    async def guard(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        length = request.headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > max_body_bytes:
+            return JSONResponse({"detail": "request body too large"}, status_code=413)
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    return app

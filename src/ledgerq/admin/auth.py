@@ -1,0 +1,152 @@
+"""Tokens, roles, dashboard sessions and CSRF for the admin surface.
+
+Tokens are kept only as SHA-256 digests and compared with ``hmac.compare_digest`` against every
+configured digest, so neither the plain token nor timing reveals it. Two roles: ``read`` (look)
+and ``admin`` (also change). A browser signs in once and gets a signed, HttpOnly, SameSite=Strict
+session cookie; every state-changing request authenticated by that cookie must also carry the
+page's CSRF token in ``X-CSRF-Token``. Bearer requests need none (browsers never add them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+SESSION_COOKIE = "ledgerq_session"
+CSRF_HEADER = "X-CSRF-Token"
+SESSION_SECONDS = 12 * 3600
+
+
+class Role(StrEnum):
+    """What a caller may do; ``admin`` includes everything ``read`` may."""
+
+    READ = "read"
+    ADMIN = "admin"
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller: its role and how it proved it (``bearer`` or ``session``)."""
+
+    role: Role
+    via: str
+    session: str = ""
+
+    @property
+    def label(self) -> str:
+        """What the audit log records about the caller (never the token)."""
+        return f"{self.role.value}/{self.via}"
+
+
+class TokenAuth:
+    """Checks bearer tokens and session cookies against the configured tokens' digests."""
+
+    def __init__(self, *, admin_tokens: list[str], read_tokens: list[str]) -> None:
+        """Plain tokens are hashed here and not kept. Raises ValueError if none is given."""
+        if not admin_tokens:
+            raise ValueError("at least one admin token is needed")
+        self._digests = [(_digest(t), Role.ADMIN) for t in admin_tokens]
+        self._digests += [(_digest(t), Role.READ) for t in read_tokens]
+        # Sessions and CSRF tokens are signed with a key derived from the token digests: every
+        # process of a deployment agrees on it, and rotating a token signs everyone out.
+        seed = b"ledgerq-session" + b"".join(d for d, _ in self._digests)
+        self._key_bytes = hashlib.sha256(seed).digest()
+
+    def role_of(self, token: str) -> Role | None:
+        """The role of ``token``, or None; constant time in the token's content."""
+        presented = _digest(token)
+        found: Role | None = None
+        for digest, role in self._digests:
+            if hmac.compare_digest(presented, digest) and found is None:
+                found = role
+        return found
+
+    def _sign(self, text: str) -> str:
+        return hmac.new(self._key_bytes, text.encode(), hashlib.sha256).hexdigest()
+
+    def new_session(self, role: Role) -> str:
+        """A signed session cookie value for ``role``, valid for SESSION_SECONDS."""
+        body = f"{role.value}.{int(time.time()) + SESSION_SECONDS}.{secrets.token_hex(8)}"
+        return f"{body}.{self._sign(body)}"
+
+    def session_role(self, value: str) -> Role | None:
+        """The role of a session cookie value, or None if forged or expired."""
+        body, _, signature = value.rpartition(".")
+        if not body or not hmac.compare_digest(self._sign(body), signature):
+            return None
+        role, expires, _nonce = [*body.split("."), "", "", ""][:3]
+        if not expires.isdigit() or int(expires) < time.time():
+            return None
+        return Role(role) if role in Role.__members__.values() else None
+
+    def csrf_token(self, session: str) -> str:
+        """The CSRF token bound to one session."""
+        return self._sign(f"csrf:{session}")
+
+    def authenticate(self, request: Request) -> Caller:
+        """The caller of ``request``: raise 401 without credentials, 403 with wrong ones."""
+        header = request.headers.get("authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            role = self.role_of(token.strip()) if scheme.lower() == "bearer" else None
+            if role is None:
+                raise HTTPException(403, "invalid token")
+            return Caller(role, "bearer")
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if cookie:
+            role = self.session_role(cookie)
+            if role is None:
+                raise HTTPException(401, "session expired; sign in again", _challenge())
+            return Caller(role, "session", cookie)
+        raise HTTPException(401, "authentication required", _challenge())
+
+    def check_csrf(self, request: Request, caller: Caller) -> None:
+        """Refuse (403) a cookie-authenticated change without the session's CSRF token."""
+        if caller.via != "session":
+            return
+        presented = request.headers.get(CSRF_HEADER, "")
+        if not hmac.compare_digest(presented, self.csrf_token(caller.session)):
+            raise HTTPException(403, "missing or wrong CSRF token")
+
+
+def _challenge() -> dict[str, str]:
+    return {"WWW-Authenticate": 'Bearer realm="ledgerq"'}
+
+
+def require(request: Request, role: Role) -> Caller:
+    """The authenticated caller of ``request`` if it holds ``role`` (403 otherwise); a
+    state-changing request must also pass the CSRF check."""
+    auth: TokenAuth = request.app.state.auth
+    caller = auth.authenticate(request)
+    if role is Role.ADMIN and caller.role is not Role.ADMIN:
+        raise HTTPException(403, "this action needs the admin token")
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
+        auth.check_csrf(request, caller)
+    return caller
+
+
+# Declares the bearer scheme in the OpenAPI document; the checks themselves are in ``require``.
+_bearer = HTTPBearer(auto_error=False, description="LEDGERQ_API_TOKEN or LEDGERQ_API_READ_TOKEN")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def read_access(request: Request, _declared: Credentials) -> Caller:
+    """Dependency: any valid token or session."""
+    return require(request, Role.READ)
+
+
+def admin_access(request: Request, _declared: Credentials) -> Caller:
+    """Dependency: the admin token or an admin session (and CSRF for changes)."""
+    return require(request, Role.ADMIN)

@@ -1,0 +1,168 @@
+"""The dashboard: server-rendered pages (overview, jobs, job detail, sign-in) with a little
+JavaScript that polls the JSON API for live numbers and sends control actions with the CSRF
+header. No GET request changes anything; static files come from this package (no CDN)."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ledgerq.admin import pages, schemas
+from ledgerq.admin.api import audit, queue_stats, worker_documents
+from ledgerq.admin.auth import SESSION_COOKIE, SESSION_SECONDS, Caller, TokenAuth
+from ledgerq.admin.deps import AdminDeps, job_document
+from ledgerq.core.states import JobState
+
+router = APIRouter(include_in_schema=False)
+STATIC = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+
+
+def _session(request: Request) -> Caller | None:
+    auth: TokenAuth = request.app.state.auth
+    try:
+        caller = auth.authenticate(request)
+    except HTTPException:
+        return None
+    return caller if caller.via == "session" else None
+
+
+def _page(request: Request, title: str, body: str, caller: Caller) -> HTMLResponse:
+    auth: TokenAuth = request.app.state.auth
+    html = pages.layout(title, body, csrf=auth.csrf_token(caller.session))
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+def _to_login() -> RedirectResponse:
+    return RedirectResponse("/dashboard/login", status_code=303)
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    """The dashboard lives under /dashboard."""
+    return RedirectResponse("/dashboard", status_code=307)
+
+
+@router.get("/dashboard/login")
+def login_form() -> HTMLResponse:
+    """The sign-in form."""
+    return HTMLResponse(pages.login_page())
+
+
+@router.post("/dashboard/login")
+async def login(request: Request) -> Response:
+    """Exchange a token for a session cookie (HttpOnly, SameSite=Strict)."""
+    auth: TokenAuth = request.app.state.auth
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    role = auth.role_of(form.get("token", [""])[0])
+    client = request.client.host if request.client else "-"
+    if role is None:
+        audit.warning("audit", action="login", outcome="refused", client=client)
+        return HTMLResponse(pages.login_page("That token is not valid."), status_code=403)
+    audit.info("audit", action="login", caller=role.value, client=client)
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        auth.new_session(role),
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.post("/dashboard/logout")
+def logout(request: Request) -> Response:
+    """Drop the session cookie (CSRF-checked like every other change)."""
+    caller = _session(request)
+    if caller is not None:
+        request.app.state.auth.check_csrf(request, caller)
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@router.get("/dashboard/static/{name}")
+def static(name: str) -> Response:
+    """The dashboard's script and style sheet."""
+    if name not in STATIC:
+        raise HTTPException(404, "not found")
+    data = resources.files("ledgerq.admin").joinpath("static", name).read_bytes()
+    return Response(data, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+
+@router.get("/dashboard")
+def overview(request: Request) -> Response:
+    """Queues, workers, live charts and recent failures."""
+    caller = _session(request)
+    if caller is None:
+        return _to_login()
+    deps: AdminDeps = request.app.state.deps
+    stats = queue_stats(deps)
+    workers = worker_documents(deps.fleet.list_workers())
+    failures = [
+        job_document(j)
+        for state in (JobState.DEAD, JobState.FAILED)
+        for j in deps.client.list(state=state, limit=20)
+    ]
+    body = (
+        "<section class=charts><div><h3>Throughput (jobs/s)</h3>"
+        "<canvas id=chart-throughput width=480 height=140></canvas></div>"
+        "<div><h3>Queue depth (queued)</h3>"
+        "<canvas id=chart-depth width=480 height=140></canvas></div></section>"
+        "<h2>Queues</h2>"
+        + pages.table(pages.QUEUE_HEADERS, pages.queue_rows(stats["queues"]), table_id="queues")
+        + f"<h2>Workers <small id=worker-count>({len(workers)})</small></h2>"
+        + pages.table(pages.WORKER_HEADERS, pages.worker_rows(workers), table_id="workers")
+        + "<h2>Failures</h2>"
+        + pages.table(pages.JOB_HEADERS, pages.job_rows(failures), table_id="failures")
+    )
+    return _page(request, "Overview", f'<div id=overview data-live="1">{body}</div>', caller)
+
+
+@router.get("/dashboard/jobs")
+def jobs_page(
+    request: Request,
+    state: Annotated[str | None, Query()] = None,
+    queue: Annotated[str | None, Query(max_length=64)] = None,
+    task: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    """Jobs filtered by state, queue and task, newest first."""
+    caller = _session(request)
+    if caller is None:
+        return _to_login()
+    deps: AdminDeps = request.app.state.deps
+    chosen = JobState(state) if state in pages.STATE_FILTERS else None
+    wellformed = (not queue or re.match(schemas.QUEUE_PATTERN, queue)) and (
+        not task or re.match(schemas.KEY_PATTERN, task)
+    )
+    found = (
+        deps.client.list(state=chosen, queue=queue or None, task=task or None, limit=200)
+        if wellformed
+        else []  # a filter no job can match (and no odd bytes sent to the database)
+    )
+    body = (
+        "<h2>Jobs</h2>"
+        + pages.filter_form(state, queue, task)
+        + pages.table(
+            pages.JOB_HEADERS, pages.job_rows([job_document(j) for j in found]), table_id="jobs"
+        )
+    )
+    return _page(request, "Jobs", body, caller)
+
+
+@router.get("/dashboard/jobs/{job_id}")
+def job_page(request: Request, job_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> Response:
+    """One job: arguments (secrets masked), attempts, error and traceback."""
+    caller = _session(request)
+    if caller is None:
+        return _to_login()
+    deps: AdminDeps = request.app.state.deps
+    document: dict[str, Any] = job_document(deps.client.get(job_id))
+    return _page(request, f"Job {job_id}", pages.job_detail(document), caller)

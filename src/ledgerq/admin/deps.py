@@ -1,0 +1,79 @@
+"""AdminDeps: everything the HTTP layer needs, handed in by the CLI's composition (ports and
+the Client only, so this package never touches SQL, Redis or Prometheus)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledgerq.client import Client
+from ledgerq.core.job import Job
+from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
+
+#: Argument names whose values never leave the server unmasked.
+SECRET_NAME = re.compile(r"pass|secret|token|api_?key|auth|credential|private|cookie", re.I)
+MASK = "***"
+
+
+@dataclass
+class AdminDeps:
+    """The admin surface's collaborators."""
+
+    client: Client
+    controls: QueueControl
+    idempotency: IdempotencyStore
+    fleet: FleetView
+    probes: Sequence[HealthProbe]
+    render_metrics: Callable[[], tuple[bytes, str]]
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy of ``value`` with the values of secret-looking keys replaced by ``***``."""
+    if isinstance(value, dict):
+        return {
+            k: MASK if isinstance(k, str) and SECRET_NAME.search(k) else mask_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [mask_secrets(v) for v in value]
+    return value
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def job_document(job: Job) -> dict[str, Any]:
+    """A job as the API and dashboard show it: arguments decoded with secrets masked."""
+    payload = _loads(job.args_json)
+    payload = payload if isinstance(payload, dict) else {}
+    error = _loads(job.error_json)
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "task": job.task,
+        "state": job.state.value,
+        "args": mask_secrets(list(payload.get("args", []))),
+        "kwargs": mask_secrets(dict(payload.get("kwargs", {}))),
+        "priority": job.priority,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "run_at": job.run_at,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "heartbeat_at": job.heartbeat_at,
+        "finished_at": job.finished_at,
+        "worker_id": job.worker_id,
+        "dedupe_key": job.dedupe_key,
+        "timeout_seconds": job.timeout_seconds,
+        "result": mask_secrets(_loads(job.result_json)),
+        "error": error if isinstance(error, dict) else None,
+    }

@@ -1,0 +1,156 @@
+"""Request and response bodies of the HTTP API (they are its OpenAPI document)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledgerq.core.job import MAX_DELAY_SECONDS
+
+QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+#: Keys travel into SQL strings: printable text only (PostgreSQL refuses NUL in text).
+KEY_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+
+
+class EnqueueRequest(BaseModel):
+    """One job to create. ``args``/``kwargs`` are the task's JSON arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=200, description="Registered task name.")
+    args: list[Any] = Field(default_factory=list, description="Positional arguments.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments.")
+    queue: str | None = Field(default=None, pattern=QUEUE_PATTERN, description="Default: task's.")
+    priority: int | None = Field(default=None, ge=-32767, le=32767, description="Lower first.")
+    delay: float = Field(default=0.0, ge=0, le=MAX_DELAY_SECONDS, description="Seconds.")
+    run_at: datetime | None = Field(default=None, description="Aware time; instead of delay.")
+    dedupe_key: str | None = Field(default=None, min_length=1, max_length=255, pattern=KEY_PATTERN)
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    timeout: float | None = Field(default=None, gt=0, le=7 * 86400, description="Seconds.")
+    held: bool = Field(default=False, description="Wait for an explicit start.")
+
+
+class JobError(BaseModel):
+    """What the last failed attempt recorded."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str | None = None
+    message: str | None = None
+    type: str | None = None
+    traceback: str | None = None
+    attempt: int | None = None
+
+
+class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field named kwargs
+    """A job as the ledger records it; arguments with secret-looking names are masked."""
+
+    id: int
+    queue: str
+    task: str
+    state: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    finished_at: datetime | None
+    worker_id: str | None
+    dedupe_key: str | None
+    timeout_seconds: float | None
+    result: Any = None
+    error: JobError | None = None
+
+
+class EnqueueResponse(BaseModel):
+    """The job an enqueue produced or found."""
+
+    id: int
+    duplicate: bool = Field(description="An unfinished job held the dedupe key already.")
+    replayed: bool = Field(description="The Idempotency-Key was seen before.")
+    job: JobOut
+
+
+class JobList(BaseModel):
+    """Newest jobs first."""
+
+    jobs: list[JobOut]
+
+
+class QueueStats(BaseModel):
+    """One queue: jobs per state, paused flag and latency."""
+
+    name: str
+    counts: dict[str, int]
+    queued: int
+    running: int
+    paused: bool
+    latency_seconds: float = Field(description="Age of the oldest due queued job.")
+
+
+class StatsOut(BaseModel):
+    """Every queue's statistics and totals per state."""
+
+    queues: list[QueueStats]
+    totals: dict[str, int]
+
+
+class WorkerOut(BaseModel):
+    """One worker."""
+
+    worker_id: str
+    status: str
+    running_jobs: int
+    queues: list[str]
+    last_heartbeat_at: datetime | None
+    heartbeat_age_seconds: float | None
+
+
+class WorkersOut(BaseModel):
+    """The workers and where the list comes from (``jobs``: derived from running jobs)."""
+
+    source: str
+    workers: list[WorkerOut]
+
+
+class MetricsOut(BaseModel):
+    """A JSON snapshot for the dashboard's charts and for scripts."""
+
+    at: float = Field(description="Unix time of the snapshot.")
+    totals: dict[str, int]
+    finished_total: int = Field(description="Jobs succeeded, dead or cancelled.")
+    queue_lengths: dict[str, int]
+    workers_active: int
+
+
+class QueueControlOut(BaseModel):
+    """A queue's pause state after a pause or resume."""
+
+    queue: str
+    paused: bool
+
+
+class Problem(BaseModel):
+    """An error: what went wrong, in one line."""
+
+    detail: str
+
+
+class Check(BaseModel):
+    """One readiness check."""
+
+    ok: bool
+    detail: str = ""
+
+
+class HealthOut(BaseModel):
+    """``ok`` when every check passes."""
+
+    status: str
+    checks: dict[str, Check] = Field(default_factory=dict)

@@ -1,0 +1,77 @@
+"""Running the admin application under uvicorn, in the foreground (``ledgerq serve``) or in a
+thread (tests, embedding), and the rule that only loopback may be served without a token."""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+from ledgerq.core import errors
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name may resolve to anything
+
+
+def check_bind(host: str, *, token_configured: bool) -> None:
+    """Raise ``ConfigError`` for a non-loopback bind without a configured token."""
+    if not is_loopback(host) and not token_configured:
+        raise errors.ConfigError(
+            f"refusing to serve on {host} without a token: set LEDGERQ_API_TOKEN"
+            " (or bind 127.0.0.1 behind a proxy)"
+        )
+
+
+class AdminServer:
+    """uvicorn serving ``app`` on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "warning") -> None:
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            access_log=False,
+            server_header=False,
+            lifespan="off",
+            log_config=None,  # uvicorn's records go to the process's logging, not its own format
+        )
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        """Serve in the foreground until SIGINT/SIGTERM."""
+        self._server.run()
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Serve in a daemon thread; return the bound port once it accepts connections."""
+        self._thread = threading.Thread(target=self._server.run, name="ledgerq-admin", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise errors.ConfigError("the admin server did not start")
+            time.sleep(0.01)
+        return self.port
+
+    @property
+    def port(self) -> int:
+        """The bound port (after start)."""
+        sockets = self._server.servers[0].sockets
+        return int(sockets[0].getsockname()[1])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop a server started with ``start``."""
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,62 @@
+"""``ledgerq serve``: the admin API, health endpoints, /metrics and the dashboard."""
+
+from __future__ import annotations
+
+import secrets
+
+import click
+import structlog
+
+from ledgerq import operations
+from ledgerq.admin.app import HttpApp, create_app
+from ledgerq.admin.auth import TokenAuth
+from ledgerq.admin.deps import AdminDeps
+from ledgerq.admin.server import AdminServer, check_bind
+from ledgerq.application import LedgerQ
+from ledgerq.cli.context import CliContext, pass_cli
+
+log = structlog.get_logger("ledgerq.serve")
+#: Shorter tokens are accepted with a warning (e.g. ``secrets.token_urlsafe(32)`` gives 43).
+MIN_TOKEN_CHARS = 16
+
+
+def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str]) -> HttpApp:
+    """The HTTP application of ``app``: its Client (enqueues counted in metrics), queue
+    controls, readiness probes and metrics; tokens are hashed by ``TokenAuth``."""
+    settings = app.settings
+    ops = operations.build_operations(settings, app.parts)
+    deps = AdminDeps(
+        client=operations.build_client(app.settings, app.parts, app.registry, ops.metrics.sink),
+        controls=ops.controls,
+        idempotency=ops.controls,
+        fleet=ops.controls,
+        probes=ops.probes,
+        render_metrics=ops.metrics.render,
+    )
+    auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
+    # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.
+    return create_app(deps, auth, max_body_bytes=settings.max_payload_bytes * 2 + 4096)
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@pass_cli
+def command(cli: CliContext, host: str, port: int) -> int:
+    """Serve the HTTP API and dashboard. Binding anything but loopback needs
+    LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
+    app = cli.app()
+    admin_tokens = operations.split_tokens(app.settings.api_token)
+    read_tokens = operations.split_tokens(app.settings.api_read_token)
+    check_bind(host, token_configured=bool(admin_tokens))
+    if any(len(token) < MIN_TOKEN_CHARS for token in admin_tokens + read_tokens):
+        log.warning("an API token is shorter than 16 characters; use a long random one")
+    if not admin_tokens:
+        admin_tokens = [secrets.token_urlsafe(24)]
+        # Shown once to the person at the terminal, like Jupyter does; never logged.
+        click.echo(f"no LEDGERQ_API_TOKEN set; token for this run: {admin_tokens[0]}", err=True)
+    http = build_http(app, admin_tokens=admin_tokens, read_tokens=read_tokens)
+    server = AdminServer(http, host=host, port=port, log_level=app.settings.log_level)
+    log.info("serving", host=host, port=port, read_only_role=bool(read_tokens))
+    server.run()
+    return 0

@@ -1,0 +1,128 @@
+"""Ports of the operations surface (admin API, dashboard, metrics): queue controls, the fleet
+view, health probes and runtime events. Protocols and plain data only; adapters implement them
+and ``bootstrap`` wires them, so the HTTP layer never sees SQL, Redis or Prometheus."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotentRequest:
+    """A recorded ``Idempotency-Key``: the job it produced and a hash of the request body,
+    so a key reused with a different request is told apart from a plain retry."""
+
+    key: str
+    job_id: int
+    request_hash: str
+
+
+class QueueControl(Protocol):
+    """Pausing queues (a paused queue keeps accepting jobs; workers stop claiming from it)."""
+
+    def pause_queue(self, queue: str) -> None:
+        """Stop claims from ``queue``; pausing a paused queue is a no-op."""
+
+    def resume_queue(self, queue: str) -> None:
+        """Let workers claim from ``queue`` again; resuming a running queue is a no-op."""
+
+    def paused_queues(self) -> set[str]:
+        """Names of the paused queues."""
+
+    def queue_latency_seconds(self) -> dict[str, float]:
+        """Per queue, the age in seconds of its oldest due ``queued`` job (database clock)."""
+
+
+class IdempotencyStore(Protocol):
+    """Remembers which job an ``Idempotency-Key`` produced."""
+
+    def find_request(self, key: str) -> IdempotentRequest | None:
+        """The record of ``key``, or None."""
+
+    def remember_request(self, request: IdempotentRequest) -> IdempotentRequest:
+        """Store ``request`` unless the key is taken; return the record that holds the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """One worker as the operations surface shows it."""
+
+    worker_id: str
+    running_jobs: int
+    last_heartbeat_at: datetime | None
+    queues: tuple[str, ...] = ()
+    status: str = "running"
+    source: str = "jobs"
+    """Where the row came from: ``jobs`` (derived from running jobs) or a worker registry."""
+
+
+class FleetView(Protocol):
+    """The workers known to the ledger."""
+
+    def list_workers(self) -> Sequence[WorkerView]:
+        """Every worker currently known, most recently seen first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The outcome of one readiness check."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class HealthProbe(Protocol):
+    """One dependency the process needs to be ready (database, migrations, Redis)."""
+
+    name: str
+
+    def check(self) -> ProbeResult:
+        """Check the dependency now; never raise."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished:
+    """A worker wrote the outcome of one attempt (``outcome`` is the new job state)."""
+
+    queue: str
+    task: str
+    outcome: str
+    duration_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobsEnqueued:
+    """Jobs were accepted into the ledger."""
+
+    queue: str
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilePassed:
+    """A reconciler pass finished; ``actions`` counts what it did (stuck_requeued, staged,
+    announced, deleted_succeeded, ...)."""
+
+    actions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HintsDropped:
+    """Transport hints whose claim failed (already taken, finished, unknown, malformed)."""
+
+    count: int
+
+
+Event = JobFinished | JobsEnqueued | ReconcilePassed | HintsDropped
+"""Every event a sink may receive."""
+
+
+class EventSink(Protocol):
+    """Receives runtime events (metrics, logs). ``emit`` must be cheap and never raise."""
+
+    def emit(self, event: Event) -> None:
+        """Record one event."""

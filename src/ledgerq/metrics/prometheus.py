@@ -1,0 +1,247 @@
+"""PrometheusSink (counters and histograms fed by runtime events) and LedgerCollector (gauges
+read from the ledger at scrape time), under the names of SPEC section 8.
+
+Several processes: when ``PROMETHEUS_MULTIPROC_DIR`` is set, event metrics are written to that
+directory by every process and summed by ``MultiProcessCollector`` at scrape time; the gauges
+read from the database are collected once, by the scraped process, so they never double.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ledgerq.core.operations import (
+    Event,
+    HintsDropped,
+    JobFinished,
+    JobsEnqueued,
+    ReconcilePassed,
+    WorkerView,
+)
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+
+def multiprocess_dir() -> str | None:
+    """The multiprocess directory, if prometheus_client's multiprocess mode is on."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+class PrometheusSink:
+    """An EventSink that counts enqueued and processed jobs and times attempts."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        """``registry`` None means multiprocess mode (values go to the shared directory)."""
+        self.enqueued = Counter(
+            "jobs_enqueued", "Jobs accepted into the ledger.", ["queue"], registry=registry
+        )
+        self.processed = Counter(
+            "jobs_processed",
+            "Attempts whose outcome was written, by outcome (the job's new state).",
+            ["queue", "task", "outcome"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "job_duration_seconds",
+            "Seconds from claim to written outcome of one attempt.",
+            ["queue", "task"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.health_checks = Counter(
+            "worker_health_checks",
+            "Health checks a worker ran, by status (ok or failed).",
+            ["status"],
+            registry=registry,
+        )
+        self.health_checks_failed = Counter(
+            "worker_health_checks_failed", "Health checks that failed.", registry=registry
+        )
+        self.reconciled = Counter(
+            "reconciler_actions",
+            "What reconciler passes did: jobs put back, staged, announced, deleted.",
+            ["action"],
+            registry=registry,
+        )
+        self.hints_dropped = Counter(
+            "transport_hints_dropped",
+            "Job ids from Redis whose claim failed (taken, finished, unknown, malformed).",
+            registry=registry,
+        )
+
+    def emit(self, event: Event) -> None:
+        """Record one event; cheap, never raises."""
+        if isinstance(event, JobFinished):
+            self.processed.labels(event.queue, event.task, event.outcome).inc()
+            self.duration.labels(event.queue, event.task).observe(event.duration_seconds)
+        elif isinstance(event, JobsEnqueued):
+            self.enqueued.labels(event.queue).inc(event.count)
+        elif isinstance(event, ReconcilePassed):
+            for action, count in event.actions:
+                if count:
+                    self.reconciled.labels(action).inc(count)
+        elif isinstance(event, HintsDropped):
+            self.hints_dropped.inc(event.count)
+
+    def record_health_check(self, ok: bool) -> None:
+        """Count one health check of this worker."""
+        self.health_checks.labels("ok" if ok else "failed").inc()
+        if not ok:
+            self.health_checks_failed.inc()
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerReadings:
+    """What the ledger collector reads at scrape time (callables, so each scrape is fresh)."""
+
+    queue_lengths: Callable[[], Mapping[str, int]]
+    queue_latency: Callable[[], Mapping[str, float]]
+    workers: Callable[[], Sequence[WorkerView]]
+    pool_usage: Callable[[], tuple[int, int]]
+    transport_fallback: Callable[[], bool] = lambda: False
+    failover_events: Callable[[], int] = lambda: 0
+
+
+class LedgerCollector(Collector):
+    """Gauges read from the database at scrape time: queue length and latency, active
+    workers, connection pool use, transport fallback, failover events."""
+
+    def __init__(self, readings: LedgerReadings) -> None:
+        self._readings = readings
+
+    def collect(self) -> Iterable[Metric]:
+        """One reading of every gauge."""
+        r = self._readings
+        length = GaugeMetricFamily(
+            "queue_length", "Jobs waiting in state queued.", labels=["queue_name"]
+        )
+        for queue, n in sorted(r.queue_lengths().items()):
+            length.add_metric([queue], n)
+        latency = GaugeMetricFamily(
+            "queue_latency_seconds",
+            "Age of the oldest due queued job.",
+            labels=["queue_name"],
+        )
+        for queue, seconds in sorted(r.queue_latency().items()):
+            latency.add_metric([queue], seconds)
+        active, most = r.pool_usage()
+        yield length
+        yield latency
+        yield GaugeMetricFamily("workers_active", "Workers known alive.", len(r.workers()))
+        yield GaugeMetricFamily(
+            "db_connection_pool_active", "Connections checked out of this process's pool.", active
+        )
+        yield GaugeMetricFamily(
+            "db_connection_pool_max", "Most connections this process's pool hands out.", most
+        )
+        yield GaugeMetricFamily(
+            "transport_fallback_active",
+            "1 while the Redis transport is down and workers poll the database.",
+            1 if r.transport_fallback() else 0,
+        )
+        yield CounterMetricFamily(
+            "failover_events", "Failover events recorded in the ledger.", r.failover_events()
+        )
+
+
+class CpuCollector(Collector):
+    """``worker_cpu_usage_percent``: this process's CPU time over wall time since the previous
+    scrape (100 = one core busy)."""
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), time.process_time())
+
+    def collect(self) -> Iterable[Metric]:
+        """One reading, relative to the previous one."""
+        now, cpu = time.monotonic(), time.process_time()
+        wall = now - self._last[0]
+        percent = 100.0 * (cpu - self._last[1]) / wall if wall > 0 else 0.0
+        self._last = (now, cpu)
+        yield GaugeMetricFamily(
+            "worker_cpu_usage_percent",
+            "CPU use of this worker process since the last scrape.",
+            round(percent, 2),
+        )
+
+
+class TransportCollector(Collector):
+    """``transport_fallback_active`` of one worker: 1 while it polls because Redis failed."""
+
+    def __init__(self, fallback_active: Callable[[], bool]) -> None:
+        self._fallback_active = fallback_active
+
+    def collect(self) -> Iterable[Metric]:
+        """One reading."""
+        yield GaugeMetricFamily(
+            "transport_fallback_active",
+            "1 while the Redis transport is down and this worker polls the database.",
+            1 if self._fallback_active() else 0,
+        )
+
+
+class MetricsHub:
+    """The process's metrics: the event sink, an optional ledger collector, and rendering."""
+
+    def __init__(self) -> None:
+        self._dir = multiprocess_dir()
+        self._own = CollectorRegistry() if self._dir is None else None
+        self.sink = PrometheusSink(self._own)
+        self._ledger: LedgerCollector | None = None
+        self._cpu: CpuCollector | None = None
+        self._transport: TransportCollector | None = None
+
+    def read_ledger(self, readings: LedgerReadings) -> None:
+        """Also expose the ledger's gauges (only in one process per scrape target)."""
+        self._ledger = LedgerCollector(readings)
+
+    def watch_cpu(self) -> None:
+        """Also expose this process's CPU use (a worker's own endpoint)."""
+        self._cpu = CpuCollector()
+
+    def watch_transport(self, fallback_active: Callable[[], bool]) -> None:
+        """Also expose ``transport_fallback_active`` of this worker's transport."""
+        self._transport = TransportCollector(fallback_active)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text of every metric, and its content type."""
+        registry = CollectorRegistry()
+        if self._dir is not None:
+            multiprocess.MultiProcessCollector(registry, path=self._dir)  # type: ignore[no-untyped-call]
+        elif self._own is not None:
+            registry.register(_Forward(self._own))
+        for extra in (self._ledger, self._cpu, self._transport):
+            if extra is not None:
+                registry.register(extra)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+class _Forward(Collector):
+    """Exposes another registry's metrics inside a per-scrape registry."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        return self._source.collect()
+
+
+def mark_process_dead(pid: int) -> None:
+    """Drop a finished process's live gauges from the multiprocess directory (call from a
+    worker manager when a child exits)."""
+    if multiprocess_dir() is not None:
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

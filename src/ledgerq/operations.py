@@ -1,0 +1,110 @@
+"""The composition of the operations surface: queue controls, readiness probes and metrics
+built from Settings, for ``ledgerq serve`` and ``worker start --health-port``. Like
+``bootstrap``, this is where implementations are chosen; the HTTP layer only sees ports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import SecretStr
+
+from ledgerq.bootstrap import Parts, producer_transport
+from ledgerq.client import Client
+from ledgerq.config import Settings
+from ledgerq.core import errors
+from ledgerq.core.operations import EventSink, HealthProbe, ProbeResult
+from ledgerq.core.states import JobState
+from ledgerq.core.tasks import TaskRegistry
+from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
+from ledgerq.store.queues import SqlQueueControls, pool_usage
+
+
+class _Probe:
+    """A HealthProbe from a name and a check function."""
+
+    def __init__(self, name: str, check: Callable[[], ProbeResult]) -> None:
+        self.name = name
+        self._check = check
+
+    def check(self) -> ProbeResult:
+        return self._check()
+
+
+def _migrations_probe(parts: Parts) -> ProbeResult:
+    try:
+        status = parts.migration_status()
+    except errors.StoreError as exc:
+        return ProbeResult("migrations", False, str(exc)[:200])
+    if status.up_to_date:
+        return ProbeResult("migrations", True, f"at {status.current}")
+    return ProbeResult(
+        "migrations", False, f"at {status.current}, newest {status.head}: run ledgerq db migrate"
+    )
+
+
+def _queued_per_queue(parts: Parts) -> dict[str, int]:
+    counts = parts.store.count_jobs()
+    return {queue: counts.get((queue, JobState.QUEUED), 0) for queue, _ in counts}
+
+
+@dataclass
+class Operations:
+    """Everything the admin surface needs besides the Client."""
+
+    controls: SqlQueueControls
+    metrics: MetricsHub
+    probes: list[HealthProbe] = field(default_factory=list)
+
+
+def queue_controls(parts: Parts) -> SqlQueueControls:
+    """Pause and resume queues on the ledger of ``parts``."""
+    return SqlQueueControls(parts.store.engine)
+
+
+def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = True) -> Operations:
+    """Queue controls on the ledger's engine, the readiness probes of ``settings`` (database,
+    migrations, Redis when configured) and this process's metrics. ``ledger_gauges`` adds the
+    gauges read from the database at scrape time (queue length, latency, pool use)."""
+    controls = queue_controls(parts)
+    probes: list[HealthProbe] = [
+        _Probe("database", controls.check_database),
+        _Probe("migrations", lambda: _migrations_probe(parts)),
+    ]
+    redis_probe: HealthProbe | None = None
+    if settings.redis_url is not None:
+        from ledgerq.transport.probe import RedisPingProbe
+
+        redis_probe = RedisPingProbe(settings.redis_url.get_secret_value())
+        probes.append(redis_probe)
+
+    def redis_down() -> bool:
+        # Workers on the auto driver poll the database while Redis does not answer.
+        return redis_probe is not None and not redis_probe.check().ok
+
+    hub = MetricsHub()
+    if ledger_gauges:
+        hub.read_ledger(
+            LedgerReadings(
+                queue_lengths=lambda: _queued_per_queue(parts),
+                queue_latency=controls.queue_latency_seconds,
+                workers=controls.list_workers,
+                pool_usage=lambda: pool_usage(parts.store.engine),
+                transport_fallback=redis_down,
+            )
+        )
+    return Operations(controls=controls, metrics=hub, probes=probes)
+
+
+def build_client(
+    settings: Settings, parts: Parts, registry: TaskRegistry, events: EventSink | None
+) -> Client:
+    """A producer Client whose enqueues are counted by ``events``."""
+    return Client(parts.store, producer_transport(settings), registry, parts.codec, events=events)
+
+
+def split_tokens(secret: SecretStr | None) -> list[str]:
+    """The comma-separated tokens of a secret setting (several allow rotation)."""
+    if secret is None:
+        return []
+    return [t.strip() for t in secret.get_secret_value().split(",") if t.strip()]
