@@ -12,6 +12,7 @@ from ledgerq.core.ports import Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
+from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.transport.polling import PollingTransport
 
@@ -25,6 +26,7 @@ class Parts:
 
     store: SqlJobStore
     codec: PayloadCodec
+    fleet: SqlFleetAdmin
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -51,7 +53,11 @@ def build_parts(settings: Settings) -> Parts:
     if engine.dialect.name == "postgresql":
         relaxed = create_engine(url, pool_size=2, relaxed=True)
     store = SqlJobStore(engine, relaxed)
-    return Parts(store=store, codec=PayloadCodec(max_bytes=settings.max_payload_bytes))
+    return Parts(
+        store=store,
+        codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
+        fleet=SqlFleetAdmin(engine),
+    )
 
 
 def build_transport(settings: Settings, parts: Parts, queues: tuple[str, ...]) -> Transport:
@@ -82,6 +88,7 @@ def build_worker(
         registry=registry,
         codec=parts.codec,
         options=options,
+        fleet_store=parts.fleet,
     )
 
 
@@ -96,6 +103,8 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
         "heartbeat_interval_seconds": settings.heartbeat_interval,
         "lease_seconds": settings.worker_ttl,
         "shutdown_grace_seconds": settings.shutdown_grace,
+        "health_check_interval_seconds": settings.worker_health_check_interval,
+        "failover_check_interval_seconds": settings.failover_check_interval,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     if values["prefetch"] is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -58,12 +59,18 @@ class Fetcher:
         self._stop = threading.Event()
         self._claimed = 0
         self._staged_before_exit = False
+        self._last_fetch = time.monotonic()
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
     def stop(self) -> None:
         """Stop claiming (a blocked wait returns promptly)."""
         self._stop.set()
         self._transport.interrupt()
+
+    def last_fetch_age(self) -> float:
+        """Seconds since the last claim round trip that succeeded (or since start): a worker
+        that is alive but no longer consuming shows a growing age."""
+        return time.monotonic() - self._last_fetch
 
     def run(self) -> None:
         """The fetch loop."""
@@ -129,6 +136,7 @@ class Fetcher:
             limit=limit,
             lease_seconds=self._policy.lease_seconds,
         )
+        self._last_fetch = time.monotonic()
         self._claimed += len(jobs)
         if jobs:
             self._staged_before_exit = False

@@ -1,5 +1,6 @@
-"""Worker: one process's services (fetcher, executor, completer, heartbeater) and their
-graceful shutdown, which finishes in-flight jobs within a grace period and puts back the rest."""
+"""Worker: one process's services (fetcher, executor, completer, heartbeater, and with a fleet
+store the registrar, lifeline and recorder) and their graceful shutdown, which finishes
+in-flight jobs within a grace period and puts back the rest."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from ledgerq.core import errors
+from ledgerq.core import errors, fleet
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import Job
-from ledgerq.core.ports import Completion, JobStore, Transport
+from ledgerq.core.ports import Completion, JobStore, Transport, WorkerStore
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
@@ -24,6 +25,7 @@ from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
+from ledgerq.runtime.membership import Membership
 from ledgerq.runtime.stager import Stager
 
 log = structlog.get_logger("ledgerq.worker")
@@ -52,6 +54,8 @@ class WorkerOptions:
     shutdown_grace_seconds: float = 30.0
     burst: bool = False
     max_jobs: int | None = None
+    health_check_interval_seconds: float = 30.0
+    failover_check_interval_seconds: float = 5.0
 
 
 @dataclass
@@ -76,7 +80,10 @@ class Worker:
         codec: PayloadCodec,
         options: WorkerOptions,
         worker_id: str | None = None,
+        fleet_store: WorkerStore | None = None,
     ) -> None:
+        """With ``fleet_store`` the worker registers, heartbeats, records health checks and
+        its assignment history, obeys stop requests and fails over dead workers."""
         self.id = worker_id or new_worker_id()
         self.options = options
         self.stats = WorkerStats()
@@ -93,6 +100,7 @@ class Worker:
             concurrency=options.concurrency,
             on_complete=self._on_attempt_done,
             prefetch=options.prefetch,
+            on_skipped=self._forget,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -114,6 +122,9 @@ class Worker:
             self.running_jobs,
             interval_seconds=options.heartbeat_interval_seconds,
             lease_seconds=options.lease_seconds,
+        )
+        self.membership = (
+            Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
         )
 
     def running_jobs(self) -> list[JobContext]:
@@ -139,6 +150,8 @@ class Worker:
             queues=list(self.options.queues),
             concurrency=self.options.concurrency,
         )
+        if self.membership is not None:
+            self.membership.start()
         self._completer.start()
         self._executor.start()
         self._heartbeater.start()
@@ -171,6 +184,8 @@ class Worker:
         self._janitor.stop()
         self._executor.stop()
         self._completer.stop()
+        if self.membership is not None:
+            self.membership.stop()
         self._transport.close()
         log.info("worker stopped", worker_id=self.id, **dict(self.stats.outcomes))
 
@@ -199,6 +214,9 @@ class Worker:
             ctx.mark_lost()
             ctx.request_stop()
         self.stats.requeued += sum(applied)
+        if self.membership is not None:
+            for ctx, ok in zip(contexts, applied, strict=True):
+                self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED if ok else None)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
 
     def _on_attempt_done(self, completion: Completion) -> None:
@@ -214,6 +232,8 @@ class Worker:
         ctx = JobContext(job)
         with self._lock:
             self._inflight[job.id] = ctx
+        if self.membership is not None:
+            self.membership.started(job)
         self._executor.submit(ctx)
 
     def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
@@ -226,7 +246,43 @@ class Worker:
                     self.stats.outcomes[completion.state.value] += 1
                 else:
                     self.stats.refused += 1
+        if self.membership is not None:
+            for completion, applied in written:
+                outcome = fleet.Outcome(completion.state.value) if applied else None
+                self.membership.ended(completion.claim, outcome)
 
     def _is_settled(self) -> bool:
         with self._lock:
             return not self._inflight and self._executor.busy == 0
+
+    # -- fleet membership (see runtime/membership.py) ----------------------------------------
+
+    def pulse(self) -> fleet.Pulse:
+        """What the heartbeat reports: jobs in flight and done, age of the last fetch."""
+        with self._lock:
+            in_flight = len(self._inflight)
+        done = sum(self.stats.outcomes.values())
+        return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age())
+
+    def abandon_lost_jobs(self) -> int:
+        """Heartbeat every held job now; give up (stop and forget) those the ledger refused,
+        so none of them is started or written again. Return how many were abandoned."""
+        try:
+            self._heartbeater.beat()
+        except errors.StoreError as exc:
+            log.warning("could not check which jobs are still owned", error=str(exc))
+            return 0
+        lost = [ctx for ctx in self.running_jobs() if not ctx.owns_job and not ctx.completing]
+        for ctx in lost:
+            ctx.request_stop()
+            self._forget(ctx)
+        return len(lost)
+
+    def _forget(self, ctx: JobContext) -> None:
+        """Drop a run the worker no longer owns (it never reports an outcome)."""
+        with self._lock:
+            held = self._inflight.get(ctx.job_id)
+            if held is ctx:
+                del self._inflight[ctx.job_id]
+        if self.membership is not None:
+            self.membership.ended(ctx.claim, None)
