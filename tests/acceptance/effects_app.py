@@ -57,6 +57,7 @@ starts = sa.Table(
 RECORD_EFFECT = "effects.record_effect"
 SLOW = "effects.slow"
 YIELDING = "effects.yielding"
+STUBBORN = "effects.stubborn"
 
 _engines: dict[str, sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -121,6 +122,7 @@ class EffectsApp:
     record_effect: Task[Any, Any]
     slow: Task[Any, Any]
     yielding: Task[Any, Any]
+    stubborn: Task[Any, Any]
 
 
 def make_app(**overrides: Any) -> EffectsApp:
@@ -158,7 +160,19 @@ def make_app(**overrides: Any) -> EffectsApp:
         record(engine, ctx, key)
         return key
 
-    return EffectsApp(app, record_effect, slow, yielding)
+    @app.task(name=STUBBORN, max_attempts=3)
+    def stubborn(ctx: JobContext, key: str, seconds: float) -> str:
+        """Record the start; the first attempt then sleeps ``seconds`` ignoring every stop
+        request and ownership change (a handler that never checks its context), later
+        attempts return at once. Returns ``key@attempt``."""
+        engine = effects_engine(url)
+        with engine.begin() as conn:
+            conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+        if ctx.attempt == 1:
+            time.sleep(seconds)
+        return f"{key}@{ctx.attempt}"
+
+    return EffectsApp(app, record_effect, slow, yielding, stubborn)
 
 
 app = make_app().app
