@@ -14,7 +14,7 @@ from typing import TextIO, cast
 import click
 import structlog
 
-from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, worker
+from ledgerq.cli.commands import bench, config, db, demo, fleet, fleet_checks, jobs, queue, worker
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
@@ -73,6 +73,10 @@ def cli(
 
 for group in (db.group, worker.group, jobs.group, queue.group, config.group):
     cli.add_command(group)
+for command in (*fleet.COMMANDS, *fleet_checks.WORKER_COMMANDS):
+    worker.group.add_command(command)
+for command in fleet_checks.QUEUE_COMMANDS:
+    queue.group.add_command(command)
 cli.add_command(demo.command)
 cli.add_command(bench.command)
 

@@ -5,6 +5,7 @@ they reach workers on every host that can reach the database."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ import sqlalchemy as sa
 
 from ledgerq.core import fleet
 from ledgerq.core.states import JobState
+from ledgerq.store.dialects import max_connections
 from ledgerq.store.failover import db_time
 from ledgerq.store.tables import (
     failover_events,
@@ -214,3 +216,18 @@ class SqlFleetAdmin(SqlWorkerStore):
             for worker_id, outcome, n in rows:
                 counts.setdefault(str(worker_id), {})[str(outcome)] = int(n)
         return counts
+
+    def probe_database(self) -> dict[str, Any]:
+        """A round trip's latency (ms), the server's connection limit and this process's
+        pool size (base connections; as many again may overflow)."""
+        began = time.perf_counter()
+        with self._read() as conn:
+            conn.execute(sa.select(1)).scalar()
+            limit = max_connections(conn)
+        pool = self.engine.pool
+        size = pool.size() if hasattr(pool, "size") else None
+        return {
+            "latency_ms": round((time.perf_counter() - began) * 1000.0, 2),
+            "max_connections": limit,
+            "pool_size": size,
+        }
