@@ -121,6 +121,11 @@ class Fetcher:
         self._staged_before_exit = False
         return True
 
+    @property
+    def budget_spent(self) -> bool:
+        """Whether the job budget (``max_jobs``) is used up."""
+        return self._budget_spent()
+
     def _budget_spent(self) -> bool:
         return self._policy.max_jobs is not None and self._claimed >= self._policy.max_jobs
 

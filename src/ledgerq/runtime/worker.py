@@ -133,6 +133,11 @@ class Worker:
             return list(self._inflight.values())
 
     @property
+    def budget_spent(self) -> bool:
+        """Whether the worker ended because it claimed its ``max_jobs``."""
+        return self._fetcher.budget_spent
+
+    @property
     def stop_requested(self) -> bool:
         """Whether a stop was asked for."""
         return self._stop_requested

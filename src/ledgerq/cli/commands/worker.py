@@ -95,7 +95,7 @@ def start(
                 "requeued": stats.requeued,
             }
         )
-    if managed and max_jobs is not None and not worker.stop_requested and not burst:
+    if managed and worker.budget_spent and not worker.stop_requested:
         return EXIT_RECYCLE  # its job budget is spent: the manager starts a fresh one
     return 0
 
