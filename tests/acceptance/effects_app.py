@@ -58,6 +58,7 @@ RECORD_EFFECT = "effects.record_effect"
 SLOW = "effects.slow"
 YIELDING = "effects.yielding"
 STUBBORN = "effects.stubborn"
+NOOP = "effects.noop"
 
 _engines: dict[str, sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -123,6 +124,7 @@ class EffectsApp:
     slow: Task[Any, Any]
     yielding: Task[Any, Any]
     stubborn: Task[Any, Any]
+    noop: Task[Any, Any]
 
 
 def make_app(**overrides: Any) -> EffectsApp:
@@ -172,7 +174,11 @@ def make_app(**overrides: Any) -> EffectsApp:
             time.sleep(seconds)
         return f"{key}@{ctx.attempt}"
 
-    return EffectsApp(app, record_effect, slow, yielding, stubborn)
+    @app.task(name=NOOP, max_attempts=1)
+    def noop(ctx: JobContext, n: int) -> None:
+        """Do nothing (throughput and fairness runs)."""
+
+    return EffectsApp(app, record_effect, slow, yielding, stubborn, noop)
 
 
 app = make_app().app
