@@ -75,12 +75,29 @@ def test_stop_requests_travel_through_the_heartbeat(
         register(ws, name)
     assert ws.request_stop(worker_id="b", mode=fleet.StopMode.GRACEFUL) == 1
     assert ws.request_stop(worker_id="nobody", mode=fleet.StopMode.GRACEFUL) == 0
-    assert ws.heartbeat_worker("a", PULSE) == fleet.HeartbeatReply(None)
-    assert ws.heartbeat_worker("b", PULSE) == fleet.HeartbeatReply(fleet.StopMode.GRACEFUL)
+    assert ws.heartbeat_worker("a", PULSE).stop_requested is None  # type: ignore[union-attr]
+    reply = ws.heartbeat_worker("b", PULSE)
+    assert reply is not None and reply.stop_requested is fleet.StopMode.GRACEFUL
     assert ws.request_stop(worker_id=None, mode=fleet.StopMode.IMMEDIATE) == 3
-    assert {ws.heartbeat_worker(n, PULSE) for n in "abc"} == {
-        fleet.HeartbeatReply(fleet.StopMode.IMMEDIATE)
-    }
+    replies = [ws.heartbeat_worker(n, PULSE) for n in "abc"]
+    assert {r.stop_requested for r in replies if r} == {fleet.StopMode.IMMEDIATE}
+
+
+def test_heartbeat_reply_carries_the_peers_mean_rate(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    _, ws = stores
+    register(ws, "solo", queues=("other",))
+    register(ws, "a")
+    register(ws, "b")
+
+    def beat(name: str, rate: float) -> fleet.HeartbeatReply | None:
+        return ws.heartbeat_worker(name, fleet.Pulse(0, 0, None, jobs_per_second=rate))
+
+    assert beat("solo", 5.0) == fleet.HeartbeatReply(None, None)  # alone on its queues
+    beat("a", 10.0)
+    reply = beat("b", 30.0)
+    assert reply is not None and reply.peers_jobs_per_second == pytest.approx(20.0)
 
 
 def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(

@@ -57,13 +57,16 @@ class Pulse:
     jobs_in_flight: int
     jobs_processed: int
     last_fetch_age_seconds: float | None
+    jobs_per_second: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatReply:
-    """The fleet's answer to a heartbeat that applied: a pending stop request, if any."""
+    """The fleet's answer to a heartbeat that applied: a pending stop request, if any, and
+    the mean ``jobs_per_second`` of the active workers on the same queues (None if alone)."""
 
     stop_requested: StopMode | None
+    peers_jobs_per_second: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

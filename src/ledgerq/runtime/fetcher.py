@@ -60,6 +60,8 @@ class Fetcher:
         self._claimed = 0
         self._staged_before_exit = False
         self._last_fetch = time.monotonic()
+        #: Seconds to wait before each claim while there is a backlog (fair sharing).
+        self.pace_seconds = 0.0
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
     def stop(self) -> None:
@@ -79,6 +81,8 @@ class Fetcher:
         while not self._stop.is_set() and not self._budget_spent():
             if self._executor.wait_for_free_slot(0.25) == 0:
                 continue
+            if backlog and self.pace_seconds > 0:
+                self._stop.wait(self.pace_seconds)  # ahead of the peers: let them catch up
             if backlog:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.

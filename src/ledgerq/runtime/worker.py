@@ -26,6 +26,7 @@ from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
 from ledgerq.runtime.membership import Membership
+from ledgerq.runtime.pacer import Pacer
 from ledgerq.runtime.stager import Stager
 
 log = structlog.get_logger("ledgerq.worker")
@@ -123,6 +124,7 @@ class Worker:
             interval_seconds=options.heartbeat_interval_seconds,
             lease_seconds=options.lease_seconds,
         )
+        self._pacer = Pacer(window_seconds=max(10 * options.heartbeat_interval_seconds, 3.0))
         self.membership = (
             Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
         )
@@ -267,7 +269,12 @@ class Worker:
         with self._lock:
             in_flight = len(self._inflight)
         done = sum(self.stats.outcomes.values())
-        return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age())
+        rate = self._pacer.sample(done)
+        return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
+
+    def share_with_peers(self, peers_jobs_per_second: float | None) -> None:
+        """Fair sharing: slow the claims down while ahead of the peers' mean rate."""
+        self._fetcher.pace_seconds = self._pacer.adjust(peers_jobs_per_second)
 
     def abandon_lost_jobs(self) -> int:
         """Heartbeat every held job now; give up (stop and forget) those the ledger refused,

@@ -113,6 +113,8 @@ queue_workers = sa.Table(
     sa.Column("stop_requested", sa.String(16), nullable=True),
     sa.Column("jobs_in_flight", sa.Integer, nullable=False, server_default="0"),
     sa.Column("jobs_processed", sa.Integer, nullable=False, server_default="0"),
+    # Jobs finished per second over the worker's recent window: peers compare it to share fairly.
+    sa.Column("jobs_per_second", sa.Float, nullable=False, server_default="0"),
     sa.Column("last_fetch_at", Timestamp, nullable=True),
     sa.Index("ix_queue_workers_state_heartbeat_at", "state", "heartbeat_at"),
 )

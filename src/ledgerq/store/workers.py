@@ -59,6 +59,7 @@ class SqlWorkerStore(FailoverMixin):
             "heartbeat_at": d.now(),
             "jobs_in_flight": pulse.jobs_in_flight,
             "jobs_processed": pulse.jobs_processed,
+            "jobs_per_second": pulse.jobs_per_second,
         }
         if pulse.last_fetch_age_seconds is not None:
             values["last_fetch_at"] = d.now_plus(sa.literal(-pulse.last_fetch_age_seconds))
@@ -70,10 +71,22 @@ class SqlWorkerStore(FailoverMixin):
         with self._begin() as conn:
             if conn.execute(stmt).rowcount == 0:
                 return None
-            wanted = conn.execute(
-                sa.select(queue_workers.c.stop_requested).where(queue_workers.c.id == worker_id)
-            ).scalar()
-        return fleet.HeartbeatReply(fleet.StopMode(wanted) if wanted else None)
+            row: Any = conn.execute(
+                sa.select(queue_workers.c.stop_requested, queue_workers.c.queues).where(
+                    queue_workers.c.id == worker_id
+                )
+            ).one()
+            wanted, queues = row
+            peers_row: Any = conn.execute(
+                sa.select(sa.func.avg(queue_workers.c.jobs_per_second), sa.func.count()).where(
+                    queue_workers.c.state == W.ACTIVE.value, queue_workers.c.queues == queues
+                )
+            ).one()
+            mean, peers = peers_row
+        return fleet.HeartbeatReply(
+            fleet.StopMode(wanted) if wanted else None,
+            float(mean) if int(peers) > 1 and mean is not None else None,
+        )
 
     def deregister_worker(self, worker_id: str) -> bool:
         """Mark a cleanly exiting worker stopped; False if it was not active any more."""

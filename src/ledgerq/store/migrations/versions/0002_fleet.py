@@ -37,6 +37,7 @@ def upgrade() -> None:
         sa.Column("stop_requested", sa.String(16), nullable=True),
         sa.Column("jobs_in_flight", sa.Integer, nullable=False, server_default="0"),
         sa.Column("jobs_processed", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("jobs_per_second", sa.Float, nullable=False, server_default="0"),
         sa.Column("last_fetch_at", Timestamp, nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_queue_workers"),
     )
