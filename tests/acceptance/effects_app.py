@@ -59,6 +59,7 @@ SLOW = "effects.slow"
 YIELDING = "effects.yielding"
 STUBBORN = "effects.stubborn"
 NOOP = "effects.noop"
+RESILIENT = "effects.resilient"
 
 _engines: dict[str, sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -125,6 +126,7 @@ class EffectsApp:
     yielding: Task[Any, Any]
     stubborn: Task[Any, Any]
     noop: Task[Any, Any]
+    resilient: Task[Any, Any]
 
 
 def make_app(**overrides: Any) -> EffectsApp:
@@ -178,7 +180,13 @@ def make_app(**overrides: Any) -> EffectsApp:
     def noop(ctx: JobContext, n: int) -> None:
         """Do nothing (throughput and fairness runs)."""
 
-    return EffectsApp(app, record_effect, slow, yielding, stubborn, noop)
+    @app.task(name=RESILIENT, max_attempts=10, retry_backoff=0.05)
+    def resilient(ctx: JobContext, key: str) -> str:
+        """``record_effect`` retried up to 10 times (its engine may lose its connections)."""
+        record(effects_engine(url), ctx, key)
+        return key
+
+    return EffectsApp(app, record_effect, slow, yielding, stubborn, noop, resilient)
 
 
 app = make_app().app

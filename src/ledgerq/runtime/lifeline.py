@@ -1,10 +1,15 @@
 """Lifeline: every worker checks, every failover interval, for workers whose heartbeat is
 older than the TTL and fails them over (their running jobs back to ``queued`` through fenced
-writes). Many workers may run it at once: the store moves each dead worker's jobs once."""
+writes). Many workers may run it at once: the store moves each dead worker's jobs once.
+
+A worker that could not reach the database itself within the last TTL does not judge others:
+after a database outage longer than the TTL every heartbeat looks stale, and the first worker
+back would otherwise fail over the whole fleet before the others had a chance to beat."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import structlog
 
@@ -18,9 +23,18 @@ class Lifeline:
     """Runs ``WorkerStore.fail_over_workers`` every ``interval_seconds`` on its own thread."""
 
     def __init__(
-        self, store: WorkerStore, worker_id: str, *, ttl_seconds: float, interval_seconds: float
+        self,
+        store: WorkerStore,
+        worker_id: str,
+        *,
+        ttl_seconds: float,
+        interval_seconds: float,
+        seconds_since_outage: Callable[[], float] = lambda: float("inf"),
     ) -> None:
+        """``seconds_since_outage`` tells how long ago this worker last failed to reach the
+        database; within one TTL of that the lifeline holds back."""
         self._store = store
+        self._since_outage = seconds_since_outage
         self._worker_id = worker_id
         self._ttl = ttl_seconds
         self._interval = interval_seconds
@@ -37,6 +51,8 @@ class Lifeline:
 
     def check(self) -> int:
         """One failover round; return how many workers were failed over."""
+        if self._since_outage() < self._ttl:
+            return 0  # just back from an outage: the others may not have beaten yet
         events = self._store.fail_over_workers(
             ttl_seconds=self._ttl, detected_by=f"worker {self._worker_id}"
         )

@@ -60,6 +60,7 @@ class Membership:
             self.worker_id,
             ttl_seconds=options.lease_seconds,
             interval_seconds=options.failover_check_interval_seconds,
+            seconds_since_outage=self.registrar.seconds_since_failure,
         )
         self.recorder = Recorder(store)
 

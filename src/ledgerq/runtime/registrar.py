@@ -66,6 +66,7 @@ class Registrar:
         self._cpu = probes.CpuMeter()
         self._db_latency_ms: float | None = None
         self._db_error: str | None = None
+        self._last_failure = -float("inf")
         self._registered = False
         self._stop_seen: fleet.StopMode | None = None
         self._stop = threading.Event()
@@ -92,10 +93,15 @@ class Registrar:
                 "could not deregister; the fleet will fail this worker over", error=str(exc)
             )
 
+    def seconds_since_failure(self) -> float:
+        """Seconds since this worker last failed to reach the database (inf if never)."""
+        return time.monotonic() - self._last_failure
+
     def _register(self) -> bool:
         try:
             self._store.register_worker(self._registration)
         except errors.StoreError as exc:
+            self._last_failure = time.monotonic()
             log.warning("worker registration failed; retrying", error=str(exc))
             return False
         self._registered = True
@@ -118,6 +124,7 @@ class Registrar:
             reply = self._store.heartbeat_worker(self.worker_id, self._member.pulse())
         except errors.StoreError as exc:
             self._db_error = str(exc)
+            self._last_failure = time.monotonic()
             log.warning("worker heartbeat failed", error=str(exc))
             return
         self._db_latency_ms = (time.perf_counter() - began) * 1000.0

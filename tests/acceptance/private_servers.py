@@ -1,0 +1,69 @@
+"""Private database servers for tests that restart or kill their database: each test gets its
+own PostgreSQL cluster (``initdb``) or MariaDB data directory on a free port under its tmp
+path, so the shared services other tests use are never touched."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL cluster; ``restart_immediately`` crashes and restarts it."""
+
+    def __init__(self) -> None:
+        if not PG_BIN:
+            pytest.skip("no PostgreSQL server binaries (/usr/lib/postgresql/*/bin)")
+        self.bin = Path(PG_BIN[-1])
+        # Not under pytest's tmp path: the server runs as ``postgres``, which cannot enter
+        # root's private directories.
+        self.root = Path(tempfile.mkdtemp(prefix="ledgerq-pg-"))
+        self.data = self.root / "pgdata"
+        self.port = free_port()
+        self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres")
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            [*self._as_postgres, str(self.bin / tool), *args],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        log = str(self.data / "server.log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
+
+    def stop_immediately(self) -> None:
+        """Stop without a checkpoint, as a crash would."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def close(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop_immediately()
+        shutil.rmtree(self.root, ignore_errors=True)
