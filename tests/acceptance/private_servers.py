@@ -1,6 +1,6 @@
 """Private database servers for tests that restart or kill their database: each test gets its
-own PostgreSQL cluster (``initdb``) or MariaDB data directory on a free port under its tmp
-path, so the shared services other tests use are never touched."""
+own PostgreSQL cluster (``initdb``) or MariaDB data directory on a free port in a temporary
+directory, so the shared services other tests use are never touched."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -66,4 +67,81 @@ class PrivatePostgres:
     def close(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             self.stop_immediately()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PrivateMariadb:
+    """A throwaway MariaDB server; ``kill`` SIGKILLs it, ``start`` brings it back."""
+
+    def __init__(self) -> None:
+        if shutil.which("mariadbd") is None or shutil.which("mariadb-install-db") is None:
+            pytest.skip("no MariaDB server binaries (mariadbd, mariadb-install-db)")
+        self.root = Path(tempfile.mkdtemp(prefix="ledgerq-my-"))
+        self.port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={self.root / 'data'}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                *(["--user=root"] if os.getuid() == 0 else []),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+            cwd=self.root,
+        )
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"mariadb://root@127.0.0.1:{self.port}/ledger"
+
+    def start(self) -> None:
+        """Start the server and wait until it answers; create the ``ledger`` database."""
+        with (self.root / "server.log").open("ab") as log:
+            self._proc = subprocess.Popen(
+                [
+                    "mariadbd",
+                    "--no-defaults",
+                    f"--datadir={self.root / 'data'}",
+                    f"--port={self.port}",
+                    "--bind-address=127.0.0.1",
+                    f"--socket={self.root / 'sock'}",
+                    "--skip-log-bin",
+                    *(["--user=root"] if os.getuid() == 0 else []),
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            done = subprocess.run(
+                [
+                    "mariadb",
+                    "-h127.0.0.1",
+                    f"-P{self.port}",
+                    "-uroot",
+                    "-e",
+                    "CREATE DATABASE IF NOT EXISTS ledger",
+                ],
+                capture_output=True,
+                check=False,
+            )
+            if done.returncode == 0:
+                return
+            if time.monotonic() > deadline or self._proc.poll() is not None:
+                raise RuntimeError(f"private MariaDB did not start: {done.stderr!r}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(30)
+
+    def close(self) -> None:
+        self.kill()
         shutil.rmtree(self.root, ignore_errors=True)
