@@ -131,43 +131,58 @@ class SqlWorkerStore(FailoverMixin):
                     raise
 
     def _write_assignments(self, conn: Connection, events: Sequence[fleet.AssignmentEvent]) -> None:
-        d = self.dialect
+        # Batched: one executemany per kind of row, so the history costs a few statements per
+        # flush, not one per job.
         merged: dict[tuple[int, int], dict[str, Any]] = {}
         for event in events:
             row = merged.setdefault(
                 (event.job_id, event.attempt),
-                {"job_id": event.job_id, "attempt": event.attempt, "worker_id": event.worker_id},
+                {
+                    "a_job": event.job_id,
+                    "a_attempt": event.attempt,
+                    "a_worker": event.worker_id,
+                    "a_started": None,
+                    "a_outcome": None,
+                },
             )
             if event.started_at is not None:
-                row["started_at"] = d.bind_time(as_utc(event.started_at))
-            if event.outcome is not None and "outcome" not in row:
-                row["outcome"] = event.outcome.value
+                row["a_started"] = self.dialect.bind_time(as_utc(event.started_at))
+            if event.outcome is not None and row["a_outcome"] is None:
+                row["a_outcome"] = event.outcome.value
         existing = recorded_attempts(conn, [k[0] for k in merged])
-        new_rows = [
-            {"started_at": d.now(), "ended_at": None, "outcome": None, **row}
-            for key, row in merged.items()
-            if key not in existing
-        ]
-        for row in new_rows:
-            if row["outcome"] is not None:
-                row["ended_at"] = d.now()
-            conn.execute(sa.insert(job_assignments).values(row))
+        fresh = [row for key, row in merged.items() if key not in existing]
+        for ended in (False, True):
+            rows = [r for r in fresh if (r["a_outcome"] is not None) is ended]
+            if rows:
+                conn.execute(self._insert_assignment(ended=ended), rows)
         ends = [
-            {"k_job": key[0], "k_attempt": key[1], "k_outcome": row["outcome"]}
-            for key, row in merged.items()
-            if key in existing and row.get("outcome") is not None
+            {"a_job": r["a_job"], "a_attempt": r["a_attempt"], "a_outcome": r["a_outcome"]}
+            for key, r in merged.items()
+            if key in existing and r["a_outcome"] is not None
         ]
         if ends:
             close = (
                 sa.update(job_assignments)
                 .where(
-                    job_assignments.c.job_id == sa.bindparam("k_job"),
-                    job_assignments.c.attempt == sa.bindparam("k_attempt"),
+                    job_assignments.c.job_id == sa.bindparam("a_job"),
+                    job_assignments.c.attempt == sa.bindparam("a_attempt"),
                     job_assignments.c.ended_at.is_(None),
                 )
-                .values(outcome=sa.bindparam("k_outcome"), ended_at=d.now())
+                .values(outcome=sa.bindparam("a_outcome"), ended_at=self.dialect.now())
             )
-            d.update_many(conn, close, ends)
+            conn.execute(close, ends)
+
+    def _insert_assignment(self, *, ended: bool) -> sa.Insert:
+        d = self.dialect
+        started = sa.bindparam("a_started", type_=job_assignments.c.started_at.type)
+        return sa.insert(job_assignments).values(
+            job_id=sa.bindparam("a_job"),
+            attempt=sa.bindparam("a_attempt"),
+            worker_id=sa.bindparam("a_worker"),
+            started_at=sa.func.coalesce(started, d.now()),
+            ended_at=d.now() if ended else None,
+            outcome=sa.bindparam("a_outcome") if ended else None,
+        )
 
     def count_ready_jobs(self, queues: Sequence[str]) -> int:
         """Due queued jobs of ``queues``, counted up to ``READY_PROBE_CAP``."""
