@@ -97,7 +97,8 @@ def test_heartbeat_reply_carries_the_peers_mean_rate(
     assert beat("solo", 5.0) == fleet.HeartbeatReply(None, None)  # alone on its queues
     beat("a", 10.0)
     reply = beat("b", 30.0)
-    assert reply is not None and reply.peers_jobs_per_second == pytest.approx(20.0)
+    # Per slot (both have 4): (10 / 4 + 30 / 4) / 2.
+    assert reply is not None and reply.peers_jobs_per_second_per_slot == pytest.approx(5.0)
 
 
 def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(

@@ -63,10 +63,11 @@ class Pulse:
 @dataclass(frozen=True, slots=True)
 class HeartbeatReply:
     """The fleet's answer to a heartbeat that applied: a pending stop request, if any, and
-    the mean ``jobs_per_second`` of the active workers on the same queues (None if alone)."""
+    the mean ``jobs_per_second`` per execution slot (rate / concurrency) of the active workers
+    on the same queues (None if alone), so a worker with twice the slots gets twice the share."""
 
     stop_requested: StopMode | None
-    peers_jobs_per_second: float | None = None
+    peers_jobs_per_second_per_slot: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ class Member(Protocol):
     def request_stop(self, *, immediate: bool = False) -> None:
         """Stop the worker (gracefully unless ``immediate``)."""
 
-    def share_with_peers(self, peers_jobs_per_second: float | None) -> None:
-        """Adjust the claim pace to the peers' mean rate (None: no peers)."""
+    def share_with_peers(self, peers_per_slot: float | None) -> None:
+        """Adjust the claim pace to the peers' mean rate per slot (None: no peers)."""
 
 
 class Registrar:
@@ -139,7 +139,7 @@ class Registrar:
             self._registered = False
             self._register()
             return
-        self._member.share_with_peers(reply.peers_jobs_per_second)
+        self._member.share_with_peers(reply.peers_jobs_per_second_per_slot)
         if reply.stop_requested is not None and self._stop_seen is None:
             self._stop_seen = reply.stop_requested
             log.info("stop requested through the database", mode=reply.stop_requested.value)

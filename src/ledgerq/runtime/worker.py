@@ -272,9 +272,11 @@ class Worker:
         rate = self._pacer.sample(done)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
 
-    def share_with_peers(self, peers_jobs_per_second: float | None) -> None:
-        """Fair sharing: slow the claims down while ahead of the peers' mean rate."""
-        self._fetcher.pace_seconds = self._pacer.adjust(peers_jobs_per_second)
+    def share_with_peers(self, peers_per_slot: float | None) -> None:
+        """Fair sharing: slow the claims down while ahead of the peers' mean rate per slot
+        (times this worker's own slots: shares are proportional to concurrency)."""
+        expected = None if peers_per_slot is None else peers_per_slot * self.options.concurrency
+        self._fetcher.pace_seconds = self._pacer.adjust(expected)
 
     def abandon_lost_jobs(self) -> int:
         """Heartbeat every held job now; give up (stop and forget) those the ledger refused,

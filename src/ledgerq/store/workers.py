@@ -78,9 +78,13 @@ class SqlWorkerStore(FailoverMixin):
             ).one()
             wanted, queues = row
             peers_row: Any = conn.execute(
-                sa.select(sa.func.avg(queue_workers.c.jobs_per_second), sa.func.count()).where(
-                    queue_workers.c.state == W.ACTIVE.value, queue_workers.c.queues == queues
-                )
+                sa.select(
+                    sa.func.avg(
+                        queue_workers.c.jobs_per_second
+                        / sa.cast(queue_workers.c.concurrency, sa.Float)
+                    ),
+                    sa.func.count(),
+                ).where(queue_workers.c.state == W.ACTIVE.value, queue_workers.c.queues == queues)
             ).one()
             mean, peers = peers_row
         return fleet.HeartbeatReply(
