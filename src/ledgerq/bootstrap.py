@@ -16,6 +16,7 @@ from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
+from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.transport.polling import PollingTransport
@@ -35,6 +36,7 @@ class Parts:
 
     store: SqlJobStore
     codec: PayloadCodec
+    fleet: SqlFleetAdmin
     repair: SqlLedgerRepair = field(init=False)
 
     def __post_init__(self) -> None:
@@ -65,7 +67,11 @@ def build_parts(settings: Settings) -> Parts:
     if engine.dialect.name == "postgresql":
         relaxed = create_engine(url, pool_size=2, relaxed=True)
     store = SqlJobStore(engine, relaxed)
-    return Parts(store=store, codec=PayloadCodec(max_bytes=settings.max_payload_bytes))
+    return Parts(
+        store=store,
+        codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
+        fleet=SqlFleetAdmin(engine),
+    )
 
 
 def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpoll", "auto"]:
@@ -194,6 +200,7 @@ def build_worker(
         options=options,
         repair=parts.repair,
         events=events,
+        fleet_store=parts.fleet,
     )
 
 
@@ -210,6 +217,8 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
         "lease_seconds": settings.worker_ttl,
         "shutdown_grace_seconds": settings.shutdown_grace,
         "reconcile": reconcile_policy(settings),
+        "health_check_interval_seconds": settings.worker_health_check_interval,
+        "failover_check_interval_seconds": settings.failover_check_interval,
     }
     if overrides.pop("reconcile", True) is False:
         values["reconcile"] = None

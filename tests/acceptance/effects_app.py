@@ -57,6 +57,9 @@ starts = sa.Table(
 RECORD_EFFECT = "effects.record_effect"
 SLOW = "effects.slow"
 YIELDING = "effects.yielding"
+STUBBORN = "effects.stubborn"
+NOOP = "effects.noop"
+RESILIENT = "effects.resilient"
 
 _engines: dict[str, sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -121,6 +124,9 @@ class EffectsApp:
     record_effect: Task[Any, Any]
     slow: Task[Any, Any]
     yielding: Task[Any, Any]
+    stubborn: Task[Any, Any]
+    noop: Task[Any, Any]
+    resilient: Task[Any, Any]
 
 
 def make_app(**overrides: Any) -> EffectsApp:
@@ -158,7 +164,29 @@ def make_app(**overrides: Any) -> EffectsApp:
         record(engine, ctx, key)
         return key
 
-    return EffectsApp(app, record_effect, slow, yielding)
+    @app.task(name=STUBBORN, max_attempts=3)
+    def stubborn(ctx: JobContext, key: str, seconds: float) -> str:
+        """Record the start; the first attempt then sleeps ``seconds`` ignoring every stop
+        request and ownership change (a handler that never checks its context), later
+        attempts return at once. Returns ``key@attempt``."""
+        engine = effects_engine(url)
+        with engine.begin() as conn:
+            conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+        if ctx.attempt == 1:
+            time.sleep(seconds)
+        return f"{key}@{ctx.attempt}"
+
+    @app.task(name=NOOP, max_attempts=1)
+    def noop(ctx: JobContext, n: int) -> None:
+        """Do nothing (throughput and fairness runs)."""
+
+    @app.task(name=RESILIENT, max_attempts=10, retry_backoff=0.05)
+    def resilient(ctx: JobContext, key: str) -> str:
+        """``record_effect`` retried up to 10 times (its engine may lose its connections)."""
+        record(effects_engine(url), ctx, key)
+        return key
+
+    return EffectsApp(app, record_effect, slow, yielding, stubborn, noop, resilient)
 
 
 app = make_app().app

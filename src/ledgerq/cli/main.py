@@ -15,7 +15,19 @@ import click
 import structlog
 
 from ledgerq.cli import logs
-from ledgerq.cli.commands import bench, config, db, demo, jobs, queue, reconcile, serve, worker
+from ledgerq.cli.commands import (
+    bench,
+    config,
+    db,
+    demo,
+    fleet,
+    fleet_checks,
+    jobs,
+    queue,
+    reconcile,
+    serve,
+    worker,
+)
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
@@ -76,6 +88,10 @@ def cli(
 
 for group in (db.group, worker.group, jobs.group, queue.group, config.group):
     cli.add_command(group)
+for command in (*fleet.COMMANDS, *fleet_checks.WORKER_COMMANDS):
+    worker.group.add_command(command)
+for command in fleet_checks.QUEUE_COMMANDS:
+    queue.group.add_command(command)
 cli.add_command(demo.command)
 cli.add_command(bench.command)
 cli.add_command(reconcile.command)

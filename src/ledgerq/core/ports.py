@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ledgerq.core import fleet
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.states import JobState
 
@@ -169,3 +170,36 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+
+
+class WorkerStore(Protocol):
+    """The fleet's registry as a worker process needs it. Writes of a worker that the fleet
+    declared dead are refused, like fenced job writes."""
+
+    def register_worker(self, registration: fleet.Registration) -> None:
+        """Record the worker as ``active`` with fresh start and heartbeat times (database
+        clock); a worker re-registering after a failover is made active again."""
+
+    def heartbeat_worker(self, worker_id: str, pulse: fleet.Pulse) -> fleet.HeartbeatReply | None:
+        """Renew the worker's heartbeat; None if refused (the worker is dead or unknown)."""
+
+    def deregister_worker(self, worker_id: str) -> bool:
+        """Mark a cleanly exiting worker ``stopped``; False if it was not active."""
+
+    def record_health_check(self, check: fleet.HealthCheck) -> None:
+        """Store one health record, stamped with the database clock."""
+
+    def record_assignments(self, events: Sequence[fleet.AssignmentEvent]) -> None:
+        """Store starts and ends of attempts; the first recorded end of an attempt wins."""
+
+    def fail_over_workers(
+        self, *, ttl_seconds: float, detected_by: str, force: bool = False
+    ) -> list[fleet.FailoverEvent]:
+        """Declare dead every active worker whose heartbeat is older than ``ttl_seconds`` and
+        move its running jobs back to ``queued`` (``dead`` when attempts are exhausted) with
+        fenced writes, recording one event per worker. Also rescues running jobs of
+        workers that are not active: those whose lease expired, or all of them if ``force``.
+        Concurrent callers never fail over the same worker twice."""
+
+    def count_ready_jobs(self, queues: Sequence[str]) -> int:
+        """Due ``queued`` jobs of these queues, up to a small cap (a stall probe)."""

@@ -60,8 +60,10 @@ class Executor:
         concurrency: int,
         on_complete: Callable[[Completion], None],
         prefetch: int = 0,
+        on_skipped: Callable[[JobContext], None] | None = None,
     ) -> None:
         self._registry = registry
+        self._on_skipped = on_skipped
         self._codec = codec
         self._concurrency = concurrency
         # Jobs may wait in the inbox beyond the running ones, so a slot never idles while
@@ -164,6 +166,12 @@ class Executor:
                 return
             if self._draining:
                 self._release_slot()  # not started; the worker puts it back
+                continue
+            if not run.ctx.owns_job:
+                # Taken away before it started (failed over while prefetched): never run it.
+                self._release_slot()
+                if self._on_skipped is not None:
+                    self._on_skipped(run.ctx)
                 continue
             run.thread_id = threading.get_ident()
             run.started = time.monotonic()

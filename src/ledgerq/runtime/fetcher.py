@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,12 +65,20 @@ class Fetcher:
         self._by_query = False
         self.dropped_hints = 0
         """Ids from the transport whose claim failed (already taken, finished, unknown)."""
+        self._last_fetch = time.monotonic()
+        #: Seconds to wait before each claim while there is a backlog (fair sharing).
+        self.pace_seconds = 0.0
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
     def stop(self) -> None:
         """Stop claiming (a blocked wait returns promptly)."""
         self._stop.set()
         self._transport.interrupt()
+
+    def last_fetch_age(self) -> float:
+        """Seconds since the last claim round trip that succeeded (or since start): a worker
+        that is alive but no longer consuming shows a growing age."""
+        return time.monotonic() - self._last_fetch
 
     def run(self) -> None:
         """The fetch loop."""
@@ -78,6 +87,8 @@ class Fetcher:
         while not self._stop.is_set() and not self._budget_spent():
             if self._executor.wait_for_free_slot(0.25) == 0:
                 continue
+            if backlog and self.pace_seconds > 0:
+                self._stop.wait(self.pace_seconds)  # ahead of the peers: let them catch up
             if backlog:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.
@@ -165,6 +176,11 @@ class Fetcher:
         self._staged_before_exit = False
         return True
 
+    @property
+    def budget_spent(self) -> bool:
+        """Whether the job budget (``max_jobs``) is used up."""
+        return self._budget_spent()
+
     def _budget_spent(self) -> bool:
         return self._policy.max_jobs is not None and self._claimed >= self._policy.max_jobs
 
@@ -188,6 +204,7 @@ class Fetcher:
         return len(jobs), limit
 
     def _accept(self, jobs: list[Job]) -> None:
+        self._last_fetch = time.monotonic()
         self._claimed += len(jobs)
         if jobs:
             self._staged_before_exit = False

@@ -1,5 +1,6 @@
-"""Worker: one process's services (fetcher, executor, completer, heartbeater) and their
-graceful shutdown, which finishes in-flight jobs within a grace period and puts back the rest."""
+"""Worker: one process's services (fetcher, executor, completer, heartbeater, and with a fleet
+store the registrar, lifeline and recorder) and their graceful shutdown, which finishes
+in-flight jobs within a grace period and puts back the rest."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from ledgerq.core import errors
+from ledgerq.core import errors, fleet
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import Job
 from ledgerq.core.operations import EventSink, JobFinished
-from ledgerq.core.ports import Completion, JobStore, LedgerRepair, Transport
+from ledgerq.core.ports import Completion, JobStore, LedgerRepair, Transport, WorkerStore
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
@@ -27,6 +28,8 @@ from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
+from ledgerq.runtime.membership import Membership
+from ledgerq.runtime.pacer import Pacer
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.stager import Stager
 
@@ -58,6 +61,8 @@ class WorkerOptions:
     max_jobs: int | None = None
     reconcile: ReconcilePolicy | None = None
     """Run the reconciler inside this worker (one instance at a time fleet-wide); None: not."""
+    health_check_interval_seconds: float = 30.0
+    failover_check_interval_seconds: float = 5.0
 
 
 @dataclass
@@ -86,8 +91,11 @@ class Worker:
         worker_id: str | None = None,
         repair: LedgerRepair | None = None,
         events: EventSink | None = None,
+        fleet_store: WorkerStore | None = None,
     ) -> None:
-        """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics)."""
+        """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
+        With ``fleet_store`` the worker registers, heartbeats, records health checks and its
+        assignment history, obeys stop requests and fails over dead workers."""
         self.id = worker_id or new_worker_id()
         self._events = events
         self._claimed_at: dict[int, float] = {}
@@ -106,6 +114,7 @@ class Worker:
             concurrency=options.concurrency,
             on_complete=self._on_attempt_done,
             prefetch=options.prefetch,
+            on_skipped=self._forget,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -139,6 +148,10 @@ class Worker:
             interval_seconds=options.heartbeat_interval_seconds,
             lease_seconds=options.lease_seconds,
         )
+        self._pacer = Pacer(window_seconds=max(10 * options.heartbeat_interval_seconds, 3.0))
+        self.membership = (
+            Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
+        )
 
     def running_jobs(self) -> list[JobContext]:
         """Contexts of the jobs this worker holds right now."""
@@ -148,6 +161,11 @@ class Worker:
     def transport_fallback_active(self) -> bool:
         """Whether this worker polls the database because its Redis transport failed."""
         return self._transport.fallback_active
+
+    @property
+    def budget_spent(self) -> bool:
+        """Whether the worker ended because it claimed its ``max_jobs``."""
+        return self._fetcher.budget_spent
 
     @property
     def stop_requested(self) -> bool:
@@ -167,6 +185,8 @@ class Worker:
             queues=list(self.options.queues),
             concurrency=self.options.concurrency,
         )
+        if self.membership is not None:
+            self.membership.start()
         self._completer.start()
         self._executor.start()
         self._heartbeater.start()
@@ -204,6 +224,8 @@ class Worker:
         self._janitor.stop()
         self._executor.stop()
         self._completer.stop()
+        if self.membership is not None:
+            self.membership.stop()
         self._transport.close()
         log.info(
             "worker stopped",
@@ -238,6 +260,9 @@ class Worker:
             ctx.mark_lost()
             ctx.request_stop()
         self.stats.requeued += sum(applied)
+        if self.membership is not None:
+            for ctx, ok in zip(contexts, applied, strict=True):
+                self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED if ok else None)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
         hints = [c.job.hint for c, ok in zip(contexts, applied, strict=True) if ok]
         with contextlib.suppress(errors.TransportError):
@@ -258,6 +283,8 @@ class Worker:
             self._inflight[job.id] = ctx
             if self._events is not None:
                 self._claimed_at[job.id] = time.monotonic()
+        if self.membership is not None:
+            self.membership.started(job)
         self._executor.submit(ctx)
 
     def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
@@ -272,6 +299,10 @@ class Worker:
                     self.stats.outcomes[completion.state.value] += 1
                 else:
                     self.stats.refused += 1
+        if self.membership is not None:
+            for completion, applied in written:
+                outcome = fleet.Outcome(completion.state.value) if applied else None
+                self.membership.ended(completion.claim, outcome)
 
     def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
         started = self._claimed_at.pop(ctx.job_id, None)
@@ -284,3 +315,42 @@ class Worker:
     def _is_settled(self) -> bool:
         with self._lock:
             return not self._inflight and self._executor.busy == 0
+
+    # -- fleet membership (see runtime/membership.py) ----------------------------------------
+
+    def pulse(self) -> fleet.Pulse:
+        """What the heartbeat reports: jobs in flight and done, age of the last fetch."""
+        with self._lock:
+            in_flight = len(self._inflight)
+        done = sum(self.stats.outcomes.values())
+        rate = self._pacer.sample(done)
+        return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
+
+    def share_with_peers(self, peers_per_slot: float | None) -> None:
+        """Fair sharing: slow the claims down while ahead of the peers' mean rate per slot
+        (times this worker's own slots: shares are proportional to concurrency)."""
+        expected = None if peers_per_slot is None else peers_per_slot * self.options.concurrency
+        self._fetcher.pace_seconds = self._pacer.adjust(expected)
+
+    def abandon_lost_jobs(self) -> int:
+        """Heartbeat every held job now; give up (stop and forget) those the ledger refused,
+        so none of them is started or written again. Return how many were abandoned."""
+        try:
+            self._heartbeater.beat()
+        except errors.StoreError as exc:
+            log.warning("could not check which jobs are still owned", error=str(exc))
+            return 0
+        lost = [ctx for ctx in self.running_jobs() if not ctx.owns_job and not ctx.completing]
+        for ctx in lost:
+            ctx.request_stop()
+            self._forget(ctx)
+        return len(lost)
+
+    def _forget(self, ctx: JobContext) -> None:
+        """Drop a run the worker no longer owns (it never reports an outcome)."""
+        with self._lock:
+            held = self._inflight.get(ctx.job_id)
+            if held is ctx:
+                del self._inflight[ctx.job_id]
+        if self.membership is not None:
+            self.membership.ended(ctx.claim, None)

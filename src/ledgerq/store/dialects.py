@@ -331,3 +331,13 @@ def dialect_for(engine_dialect_name: str) -> Dialect:
     if engine_dialect_name == "sqlite":
         return SqliteDialect()
     raise ValueError(f"unsupported database dialect {engine_dialect_name!r}")
+
+
+def max_connections(conn: Connection) -> int | None:
+    """The server's connection limit (None for SQLite, which has none)."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        return int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+    if name in ("mysql", "mariadb"):
+        return int(conn.exec_driver_sql("SELECT @@max_connections").scalar_one())
+    return None

@@ -107,3 +107,80 @@ idempotency_keys = sa.Table(
     sa.Column("request_hash", sa.String(64), nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
 )
+
+# -- the fleet: registry, health, assignment history and failover record ---------------------
+
+WorkerId = sa.String(128)
+
+queue_workers = sa.Table(
+    "queue_workers",
+    metadata,
+    sa.Column("id", WorkerId, primary_key=True),
+    sa.Column("hostname", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("queues", sa.String(2000), nullable=False),
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    sa.Column("version", sa.String(32), nullable=False),
+    # active | stopped (clean exit) | dead (failed over)
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("started_at", Timestamp, nullable=False),
+    sa.Column("heartbeat_at", Timestamp, nullable=False),
+    sa.Column("stopped_at", Timestamp, nullable=True),
+    # NULL, 'graceful' or 'immediate': read by the worker's heartbeat, so a stop reaches a
+    # worker on any host that can reach the database.
+    sa.Column("stop_requested", sa.String(16), nullable=True),
+    sa.Column("jobs_in_flight", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("jobs_processed", sa.Integer, nullable=False, server_default="0"),
+    # Jobs finished per second over the worker's recent window: peers compare it to share fairly.
+    sa.Column("jobs_per_second", sa.Float, nullable=False, server_default="0"),
+    sa.Column("last_fetch_at", Timestamp, nullable=True),
+    sa.Index("ix_queue_workers_state_heartbeat_at", "state", "heartbeat_at"),
+)
+
+worker_health_checks = sa.Table(
+    "worker_health_checks",
+    metadata,
+    sa.Column("id", JobId, primary_key=True, autoincrement=True),
+    sa.Column("worker_id", WorkerId, nullable=False),
+    sa.Column("checked_at", Timestamp, nullable=False),
+    sa.Column("healthy", sa.Boolean, nullable=False),
+    sa.Column("db_latency_ms", sa.Float, nullable=True),
+    sa.Column("transport_latency_ms", sa.Float, nullable=True),
+    sa.Column("memory_mb", sa.Float, nullable=True),
+    sa.Column("cpu_percent", sa.Float, nullable=True),
+    sa.Column("jobs_in_flight", sa.Integer, nullable=False),
+    sa.Column("last_fetch_age_seconds", sa.Float, nullable=True),
+    sa.Column("problems", sa.String(1000), nullable=True),
+    sa.Index("ix_worker_health_checks_worker_id_checked_at", "worker_id", "checked_at"),
+    sa.Index("ix_worker_health_checks_checked_at", "checked_at"),
+)
+
+job_assignments = sa.Table(
+    "job_assignments",
+    metadata,
+    sa.Column("id", JobId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", JobId, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("worker_id", WorkerId, nullable=False),
+    sa.Column("started_at", Timestamp, nullable=False),
+    sa.Column("ended_at", Timestamp, nullable=True),
+    # succeeded | failed | dead | cancelled | requeued | lost | failed_over | orphaned
+    sa.Column("outcome", sa.String(16), nullable=True),
+    sa.Index("ix_job_assignments_job_id_attempt", "job_id", "attempt", unique=True),
+    sa.Index("ix_job_assignments_worker_id", "worker_id"),
+)
+
+failover_events = sa.Table(
+    "failover_events",
+    metadata,
+    sa.Column("id", JobId, primary_key=True, autoincrement=True),
+    sa.Column("worker_id", WorkerId, nullable=False),
+    sa.Column("detected_by", sa.String(160), nullable=False),
+    sa.Column("last_heartbeat_at", Timestamp, nullable=True),
+    sa.Column("detected_at", Timestamp, nullable=False),
+    sa.Column("jobs_requeued", sa.Integer, nullable=False),
+    sa.Column("jobs_dead", sa.Integer, nullable=False),
+    sa.Column("job_ids", LongText, nullable=False),
+    sa.Column("duration_ms", sa.Float, nullable=False),
+    sa.Index("ix_failover_events_detected_at", "detected_at"),
+)

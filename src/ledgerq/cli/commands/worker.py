@@ -1,8 +1,10 @@
-"""``ledgerq worker start``: run a worker process in the foreground until stopped."""
+"""``ledgerq worker start``: run a worker process in the foreground until stopped, or with
+``--processes N`` a manager that supervises N of them."""
 
 from __future__ import annotations
 
 import signal
+import sys
 from types import FrameType
 
 import click
@@ -10,6 +12,7 @@ import click
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.metrics.exporter import HealthExporter
 from ledgerq.metrics.prometheus import MetricsHub
+from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions
 from ledgerq.runtime.worker import Worker
 
 
@@ -46,6 +49,16 @@ def group() -> None:
     help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host).",
 )
 @click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
+@click.option(
+    "--processes", type=click.IntRange(1, 512), help="Supervise N worker processes (a manager)."
+)
+@click.option("--max-jobs", type=click.IntRange(1), help="Recycle a worker process after N jobs.")
+@click.option(
+    "--max-memory",
+    type=click.FloatRange(1),
+    help="Recycle a managed worker process above N MiB resident memory (with --processes).",
+)
+@click.option("--managed", is_flag=True, hidden=True, help="Run as a manager's child.")
 @pass_cli
 def start(
     cli: CliContext,
@@ -60,11 +73,22 @@ def start(
     poll_interval: float | None,
     health_port: int | None,
     health_host: str,
+    processes: int | None,
+    max_jobs: int | None,
+    max_memory: float | None,
+    managed: bool,
 ) -> int:
     """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
-    period). Unfinished jobs are put back to ``queued``."""
+    period) or a stop request (``worker stop``). Unfinished jobs are put back to ``queued``.
+    With ``--processes N`` a manager runs N workers and restarts crashed ones."""
     from ledgerq.config import Settings
 
+    if processes is not None:
+        if once:
+            raise click.UsageError("--once runs one job in one process; drop --processes")
+        return _manage(cli, processes, max_memory)
+    if max_memory is not None:
+        raise click.UsageError("--max-memory needs --processes (the manager recycles)")
     app = cli.app(tasks_needed=True)
     queue_names = Settings._split_queues(queues) if queues else None
     hub = MetricsHub() if health_port is not None else None
@@ -78,7 +102,7 @@ def start(
         concurrency=concurrency,
         prefetch=prefetch,
         burst=burst or None,
-        max_jobs=1 if once else None,
+        max_jobs=1 if once else max_jobs,
         shutdown_grace_seconds=grace,
         poll_interval_seconds=poll_interval,
     )
@@ -103,6 +127,8 @@ def start(
                 "dropped_hints": stats.dropped_hints,
             }
         )
+    if managed and worker.budget_spent and not worker.stop_requested:
+        return EXIT_RECYCLE  # its job budget is spent: the manager starts a fresh one
     return 0
 
 
@@ -113,6 +139,41 @@ def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> H
         return alive
 
     return HealthExporter(host=host, port=port, is_alive=is_alive, render=hub.render)
+
+
+def _child_command() -> list[str]:
+    """This process's command line, as a manager's child: the same options (and the same
+    LEDGERQ_* environment, inherited) without the manager's own."""
+    args = list(sys.argv[1:])
+    child: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--processes", "--max-memory"):
+            skip = "=" not in arg
+            continue
+        child.append(arg)
+    return [sys.executable, "-m", "ledgerq.cli.main", *child, "--managed"]
+
+
+def _manage(cli: CliContext, processes: int, max_memory: float | None) -> int:
+    grace = cli.app().settings.shutdown_grace
+    manager = Manager(
+        _child_command(),
+        ManagerOptions(
+            processes=processes, max_memory_mb=max_memory, stop_timeout_seconds=grace + 30
+        ),
+    )
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        manager.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return manager.run()
 
 
 def _install_signal_handlers(worker: Worker) -> None:

@@ -11,7 +11,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0003_queue_controls"
-down_revision = "0001"
+down_revision = "0002_fleet"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,74 @@
+"""Lifeline: every worker checks, every failover interval, for workers whose heartbeat is
+older than the TTL and fails them over (their running jobs back to ``queued`` through fenced
+writes). Many workers may run it at once: the store moves each dead worker's jobs once.
+
+A worker that could not reach the database itself within the last TTL does not judge others:
+after a database outage longer than the TTL every heartbeat looks stale, and the first worker
+back would otherwise fail over the whole fleet before the others had a chance to beat."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.ports import WorkerStore
+
+log = structlog.get_logger("ledgerq.lifeline")
+
+
+class Lifeline:
+    """Runs ``WorkerStore.fail_over_workers`` every ``interval_seconds`` on its own thread."""
+
+    def __init__(
+        self,
+        store: WorkerStore,
+        worker_id: str,
+        *,
+        ttl_seconds: float,
+        interval_seconds: float,
+        seconds_since_outage: Callable[[], float] = lambda: float("inf"),
+    ) -> None:
+        """``seconds_since_outage`` tells how long ago this worker last failed to reach the
+        database; within one TTL of that the lifeline holds back."""
+        self._store = store
+        self._since_outage = seconds_since_outage
+        self._worker_id = worker_id
+        self._ttl = ttl_seconds
+        self._interval = interval_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledgerq-lifeline", daemon=True)
+
+    def start(self) -> None:
+        """Start checking."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop checking (a failover in progress finishes its transaction)."""
+        self._stop.set()
+
+    def check(self) -> int:
+        """One failover round; return how many workers were failed over."""
+        if self._since_outage() < self._ttl:
+            return 0  # just back from an outage: the others may not have beaten yet
+        events = self._store.fail_over_workers(
+            ttl_seconds=self._ttl, detected_by=f"worker {self._worker_id}"
+        )
+        for event in events:
+            log.warning(
+                "worker failed over",
+                dead_worker=event.worker_id,
+                requeued=len(event.requeued),
+                dead_jobs=len(event.dead),
+                took_ms=round(event.duration_ms, 1),
+            )
+        return len(events)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.check()
+            except errors.StoreError as exc:
+                log.warning("failover check failed", error=str(exc))

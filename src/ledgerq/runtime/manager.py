@@ -1,0 +1,191 @@
+"""Manager: supervises N worker processes. A child that crashes is restarted within about
+half a second, with exponential backoff while it keeps crashing and no restart at all once it
+crash-loops; a child past its memory budget is recycled (SIGTERM: it finishes or puts back its
+jobs, then a fresh one starts); SIGTERM to the manager is forwarded for a graceful stop.
+
+Exit codes of a child: ``EXIT_RECYCLE`` asks for a replacement (its job budget is spent), 0
+means it stopped on purpose (a stop request) and stays stopped, anything else is a crash.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from ledgerq.runtime import probes
+
+log = structlog.get_logger("ledgerq.manager")
+
+#: A child's exit code asking the manager for a fresh replacement.
+EXIT_RECYCLE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerOptions:
+    """How the manager supervises. Times in seconds, memory in MiB."""
+
+    processes: int
+    max_memory_mb: float | None = None
+    restart_delay_seconds: float = 0.5
+    max_restart_delay_seconds: float = 30.0
+    crash_loop_restarts: int = 5
+    crash_loop_window_seconds: float = 60.0
+    stats_interval_seconds: float = 60.0
+    stop_timeout_seconds: float = 60.0
+
+
+@dataclass
+class _Slot:
+    index: int
+    proc: subprocess.Popen[bytes] | None = None
+    start_at: float = 0.0
+    crashes: collections.deque[float] = field(default_factory=collections.deque)
+    recycling: bool = False
+    done: bool = False  # stopped on purpose, or given up after a crash loop
+
+
+class Manager:
+    """Runs ``command`` (a worker process) ``options.processes`` times and keeps it running.
+    ``run()`` blocks; ``request_stop()`` is signal-safe."""
+
+    def __init__(self, command: Sequence[str], options: ManagerOptions) -> None:
+        self._command = list(command)
+        self._options = options
+        self._slots = [_Slot(i) for i in range(options.processes)]
+        self._stops_requested = 0
+        self._stops_forwarded = 0
+        self._wake = threading.Event()
+        self.restarts = 0
+        self.recycled = 0
+
+    def request_stop(self) -> None:
+        """Forward a (further) SIGTERM to every child; the first is a graceful stop."""
+        self._stops_requested += 1
+        self._wake.set()
+
+    def children(self) -> list[int]:
+        """Pids of the children running now."""
+        return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.poll() is None]
+
+    def run(self) -> int:
+        """Supervise until stopped or every slot is done; 0 unless slots were given up."""
+        log.info("manager starting", processes=self._options.processes)
+        next_stats = time.monotonic() + self._options.stats_interval_seconds
+        while True:
+            if self._stops_requested:
+                return self._stop_all()
+            now = time.monotonic()
+            for slot in self._slots:
+                self._tend(slot, now)
+            if all(slot.done for slot in self._slots):
+                gave_up = any(slot.crashes for slot in self._slots)
+                log.info("every worker process is done", gave_up=gave_up)
+                return 1 if gave_up else 0
+            if now >= next_stats:
+                next_stats = now + self._options.stats_interval_seconds
+                self.log_stats()
+            self._wake.wait(0.1)
+
+    def _tend(self, slot: _Slot, now: float) -> None:
+        if slot.done:
+            return
+        if slot.proc is None:
+            if now >= slot.start_at:
+                slot.proc = subprocess.Popen(self._command, stdin=subprocess.DEVNULL)
+                log.info("worker process started", slot=slot.index, pid=slot.proc.pid)
+            return
+        code = slot.proc.poll()
+        if code is None:
+            self._check_memory(slot)
+            return
+        pid, slot.proc = slot.proc.pid, None
+        if code == EXIT_RECYCLE or (slot.recycling and code == 0):
+            slot.recycling = False
+            self.recycled += 1
+            log.info("worker process recycled", slot=slot.index, pid=pid)
+            slot.start_at = now
+        elif code == 0:
+            log.info("worker process stopped on purpose", slot=slot.index, pid=pid)
+            slot.done = True
+        else:
+            self._after_crash(slot, pid, code, now)
+
+    def _after_crash(self, slot: _Slot, pid: int, code: int, now: float) -> None:
+        window = self._options.crash_loop_window_seconds
+        slot.crashes.append(now)
+        while slot.crashes and slot.crashes[0] < now - window:
+            slot.crashes.popleft()
+        recent = len(slot.crashes)
+        if recent > self._options.crash_loop_restarts:
+            log.error(
+                "worker process crash-loops; not restarting it",
+                slot=slot.index,
+                crashes=recent,
+                window_s=window,
+            )
+            slot.done = True
+            return
+        delay = min(
+            self._options.restart_delay_seconds * 2 ** (recent - 1),
+            self._options.max_restart_delay_seconds,
+        )
+        log.warning(
+            "worker process crashed; restarting", slot=slot.index, pid=pid, code=code, in_s=delay
+        )
+        self.restarts += 1
+        slot.start_at = now + delay
+
+    def _check_memory(self, slot: _Slot) -> None:
+        limit = self._options.max_memory_mb
+        if limit is None or slot.recycling or slot.proc is None:
+            return
+        used = probes.memory_mb(slot.proc.pid)
+        if used is not None and used > limit:
+            log.info(
+                "worker process over its memory budget; recycling",
+                pid=slot.proc.pid,
+                memory_mb=round(used, 1),
+                limit_mb=limit,
+            )
+            slot.recycling = True
+            slot.proc.send_signal(signal.SIGTERM)
+
+    def log_stats(self) -> None:
+        """Log the fleet of this manager: processes, restarts, recycles, memory."""
+        pids = self.children()
+        memory = sum(probes.memory_mb(pid) or 0.0 for pid in pids)
+        log.info(
+            "fleet stats",
+            processes=len(pids),
+            restarts=self.restarts,
+            recycled=self.recycled,
+            memory_mb=round(memory, 1),
+        )
+
+    def _stop_all(self) -> int:
+        deadline = time.monotonic() + self._options.stop_timeout_seconds
+        while True:
+            if self._stops_forwarded < self._stops_requested:
+                self._stops_forwarded = self._stops_requested
+                log.info("stopping worker processes", pids=self.children())
+                for pid_slot in self._slots:
+                    if pid_slot.proc is not None and pid_slot.proc.poll() is None:
+                        pid_slot.proc.send_signal(signal.SIGTERM)
+            if not self.children():
+                log.info("manager stopped")
+                return 0
+            if time.monotonic() > deadline:
+                log.error("worker processes did not stop in time; killing", pids=self.children())
+                for slot in self._slots:
+                    if slot.proc is not None and slot.proc.poll() is None:
+                        slot.proc.kill()
+                return 1
+            self._wake.clear()
+            self._wake.wait(0.1)

@@ -1,0 +1,91 @@
+"""Membership: a worker's part in the fleet, wired in one place: the registrar (registration,
+heartbeat, health, stop requests), the lifeline (failover of dead workers) and the recorder
+(assignment history)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from ledgerq.core import fleet
+from ledgerq.core.job import Claim, Job
+from ledgerq.core.ports import WorkerStore
+from ledgerq.runtime.lifeline import Lifeline
+from ledgerq.runtime.recorder import Recorder
+from ledgerq.runtime.registrar import Member, Registrar
+
+if TYPE_CHECKING:
+    from ledgerq.runtime.worker import WorkerOptions
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ledgerq")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def stall_after_seconds(options: WorkerOptions) -> float:
+    """How long without a fetch, while jobs wait, makes a worker unhealthy."""
+    return max(3 * options.poll_interval_seconds, 2 * options.health_check_interval_seconds)
+
+
+class Membership:
+    """Starts and stops the fleet services of one worker and routes its history events."""
+
+    def __init__(
+        self, store: WorkerStore, member: Member, options: WorkerOptions, worker_id: str
+    ) -> None:
+        self.worker_id = worker_id
+        registration = fleet.Registration(
+            worker_id=self.worker_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            queues=options.queues,
+            concurrency=options.concurrency,
+            version=_version(),
+        )
+        self.registrar = Registrar(
+            store,
+            registration,
+            member,
+            interval_seconds=options.heartbeat_interval_seconds,
+            health_interval_seconds=options.health_check_interval_seconds,
+            stall_after_seconds=stall_after_seconds(options),
+        )
+        self.lifeline = Lifeline(
+            store,
+            self.worker_id,
+            ttl_seconds=options.lease_seconds,
+            interval_seconds=options.failover_check_interval_seconds,
+            seconds_since_outage=self.registrar.seconds_since_failure,
+        )
+        self.recorder = Recorder(store)
+
+    def start(self) -> None:
+        """Register, then start beating, failing over and recording."""
+        self.registrar.start()
+        self.lifeline.start()
+        self.recorder.start()
+
+    def stop(self) -> None:
+        """Write the remaining history, then deregister (a clean exit)."""
+        self.lifeline.stop()
+        self.recorder.stop()
+        self.registrar.stop()
+
+    def started(self, job: Job) -> None:
+        """Record that this worker holds ``job``'s current attempt."""
+        self.recorder.add(
+            fleet.AssignmentEvent(job.id, job.attempt, self.worker_id, job.started_at)
+        )
+
+    def ended(self, claim: Claim, outcome: fleet.Outcome | None) -> None:
+        """Record how an attempt ended here; None means the ledger refused it (``lost``)."""
+        self.recorder.add(
+            fleet.AssignmentEvent(
+                claim.job_id, claim.attempt, self.worker_id, None, outcome or fleet.Outcome.LOST
+            )
+        )

@@ -1,0 +1,46 @@
+"""Pacer: fair sharing between workers of the same queues. Each worker reports how many jobs
+it finished per second over a recent window; a worker running ahead of its peers' mean waits
+a little before each claim while there is a backlog, so the slower ones catch up. Without a
+backlog, or alone, it never waits."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+#: A worker more than this fraction above its peers' mean rate slows down.
+TOLERANCE = 0.02
+#: Longest wait before one claim, in seconds.
+MAX_DELAY_SECONDS = 0.25
+_MIN_DELAY_SECONDS = 0.002
+
+
+class Pacer:
+    """Measures this worker's rate and turns the peers' mean rate into a per-claim delay."""
+
+    def __init__(self, *, window_seconds: float) -> None:
+        self._window = window_seconds
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
+        self.delay_seconds = 0.0
+        self.rate = 0.0
+
+    def sample(self, processed: int) -> float:
+        """Record the running total of finished jobs; return the rate over the window."""
+        now = time.monotonic()
+        self._samples.append((now, processed))
+        while len(self._samples) > 2 and self._samples[1][0] < now - self._window:
+            self._samples.popleft()
+        first_at, first = self._samples[0]
+        self.rate = (processed - first) / (now - first_at) if now > first_at else 0.0
+        return self.rate
+
+    def adjust(self, peers_rate: float | None) -> float:
+        """Steer the delay from the peers' mean rate (None: alone); return the new delay."""
+        if peers_rate is None or peers_rate <= 0 or self.rate <= peers_rate * (1 + TOLERANCE):
+            self.delay_seconds = self.delay_seconds / 2
+            if self.delay_seconds < _MIN_DELAY_SECONDS:
+                self.delay_seconds = 0.0
+        else:
+            grown = max(self.delay_seconds * 1.5, _MIN_DELAY_SECONDS)
+            self.delay_seconds = min(grown, MAX_DELAY_SECONDS)
+        return self.delay_seconds

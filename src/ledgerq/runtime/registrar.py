@@ -1,0 +1,185 @@
+"""Registrar: keeps this worker's row in the fleet registry alive. It registers at start,
+heartbeats every interval from its own thread (a busy or blocked job cannot starve it),
+records a health check every health interval, carries stop requests from the database to the
+worker, and deregisters on a clean exit.
+
+A refused heartbeat means the fleet declared this worker dead (it was frozen or cut off past
+its TTL) and moved its jobs on: the worker abandons the jobs it no longer owns and registers
+again, so it can go on taking work as a fresh member.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import structlog
+
+from ledgerq.core import errors, fleet
+from ledgerq.core.ports import WorkerStore
+from ledgerq.runtime import probes
+
+log = structlog.get_logger("ledgerq.registrar")
+
+
+class Member(Protocol):
+    """What the registrar needs from its worker."""
+
+    def pulse(self) -> fleet.Pulse:
+        """Jobs in flight and processed, and the age of the last successful fetch."""
+
+    def abandon_lost_jobs(self) -> int:
+        """Give up every job whose fenced heartbeat is refused; return how many."""
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        """Stop the worker (gracefully unless ``immediate``)."""
+
+    def share_with_peers(self, peers_per_slot: float | None) -> None:
+        """Adjust the claim pace to the peers' mean rate per slot (None: no peers)."""
+
+
+class Registrar:
+    """Registration, heartbeat, health checks and stop requests of one worker process.
+
+    ``stall_after_seconds``: a worker that has not fetched for longer while jobs of its
+    queues wait is reported unhealthy (alive but not consuming).
+    """
+
+    def __init__(
+        self,
+        store: WorkerStore,
+        registration: fleet.Registration,
+        member: Member,
+        *,
+        interval_seconds: float,
+        health_interval_seconds: float,
+        stall_after_seconds: float,
+    ) -> None:
+        self._store = store
+        self._registration = registration
+        self._member = member
+        self._interval = interval_seconds
+        self._health_interval = health_interval_seconds
+        self._stall_after = stall_after_seconds
+        self._cpu = probes.CpuMeter()
+        self._db_latency_ms: float | None = None
+        self._db_error: str | None = None
+        self._last_failure = -float("inf")
+        self._registered = False
+        self._stop_seen: fleet.StopMode | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledgerq-registrar", daemon=True)
+
+    @property
+    def worker_id(self) -> str:
+        """The registered worker id."""
+        return self._registration.worker_id
+
+    def start(self) -> None:
+        """Register (retried on the thread if the database is down) and start beating."""
+        self._register()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop beating and mark the worker stopped in the registry."""
+        self._stop.set()
+        self._thread.join(10)
+        try:
+            self._store.deregister_worker(self.worker_id)
+        except errors.StoreError as exc:
+            log.warning(
+                "could not deregister; the fleet will fail this worker over", error=str(exc)
+            )
+
+    def seconds_since_failure(self) -> float:
+        """Seconds since this worker last failed to reach the database (inf if never)."""
+        return time.monotonic() - self._last_failure
+
+    def _register(self) -> bool:
+        try:
+            self._store.register_worker(self._registration)
+        except errors.StoreError as exc:
+            self._last_failure = time.monotonic()
+            log.warning("worker registration failed; retrying", error=str(exc))
+            return False
+        self._registered = True
+        return True
+
+    def _run(self) -> None:
+        next_health = time.monotonic() + min(self._interval, self._health_interval)
+        while not self._stop.wait(self._interval):
+            if not self._registered and not self._register():
+                continue
+            self.beat()
+            if time.monotonic() >= next_health:
+                next_health = time.monotonic() + self._health_interval
+                self.check_health()
+
+    def beat(self) -> None:
+        """One heartbeat; reacts to a refusal (declared dead) and to stop requests."""
+        began = time.perf_counter()
+        try:
+            reply = self._store.heartbeat_worker(self.worker_id, self._member.pulse())
+        except errors.StoreError as exc:
+            self._db_error = str(exc)
+            self._last_failure = time.monotonic()
+            log.warning("worker heartbeat failed", error=str(exc))
+            return
+        self._db_latency_ms = (time.perf_counter() - began) * 1000.0
+        self._db_error = None
+        if reply is None:
+            abandoned = self._member.abandon_lost_jobs()
+            log.warning(
+                "this worker was declared dead by the fleet; its jobs were moved on",
+                worker_id=self.worker_id,
+                abandoned_jobs=abandoned,
+            )
+            self._registered = False
+            self._register()
+            return
+        self._member.share_with_peers(reply.peers_jobs_per_second_per_slot)
+        if reply.stop_requested is not None and self._stop_seen is None:
+            self._stop_seen = reply.stop_requested
+            log.info("stop requested through the database", mode=reply.stop_requested.value)
+            self._member.request_stop(immediate=reply.stop_requested is fleet.StopMode.IMMEDIATE)
+
+    def check_health(self) -> fleet.HealthCheck:
+        """Measure, judge and record one health check (recording is best effort)."""
+        pulse = self._member.pulse()
+        problems: list[str] = []
+        if self._db_error is not None:
+            problems.append(f"database: {self._db_error}"[:300])
+        stalled = (
+            pulse.last_fetch_age_seconds is not None
+            and pulse.last_fetch_age_seconds > self._stall_after
+        )
+        if stalled and self._ready_jobs(self._registration.queues) > 0:
+            problems.append(
+                f"not consuming: no fetch for {pulse.last_fetch_age_seconds:.0f} s"
+                " while jobs of its queues wait"
+            )
+        check = fleet.HealthCheck(
+            worker_id=self.worker_id,
+            db_latency_ms=self._db_latency_ms,
+            transport_latency_ms=None,
+            memory_mb=probes.memory_mb(),
+            cpu_percent=self._cpu.read(),
+            jobs_in_flight=pulse.jobs_in_flight,
+            last_fetch_age_seconds=pulse.last_fetch_age_seconds,
+            problems=tuple(problems),
+        )
+        try:
+            self._store.record_health_check(check)
+        except errors.StoreError as exc:
+            log.warning("health check not recorded", error=str(exc))
+        if problems:
+            log.warning("worker unhealthy", problems=problems)
+        return check
+
+    def _ready_jobs(self, queues: Sequence[str]) -> int:
+        try:
+            return self._store.count_ready_jobs(queues)
+        except errors.StoreError:
+            return 0

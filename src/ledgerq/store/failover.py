@@ -1,0 +1,235 @@
+"""Failover: a worker whose heartbeat is older than its TTL is declared dead and its running
+jobs go back to ``queued`` (``dead`` once attempts are exhausted) through fenced writes, with a
+``failover_events`` row and closed ``job_assignments`` rows, all in one transaction per worker.
+
+One at a time: the transaction opens by flipping the worker's row from ``active`` to ``dead``
+under that row's lock, re-checking the staleness condition; a concurrent failover of the same
+worker waits for the lock, then finds it no longer active and does nothing. Every time comes
+from the database clock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ledgerq.core import fleet
+from ledgerq.core.job import as_utc
+from ledgerq.core.states import JobState
+from ledgerq.store.tables import failover_events, job_assignments, jobs, queue_workers
+from ledgerq.store.transactions import SqlTransactions
+
+S = JobState
+W = fleet.WorkerState
+_FAILOVER_ERROR = json.dumps(
+    {"kind": "failover", "message": "the worker holding the job was declared dead"}
+)
+
+
+def db_time(value: Any) -> datetime:
+    """A timestamp read from the database (SQLite returns text for expressions) as aware UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return as_utc(value)
+
+
+def recorded_attempts(conn: Connection, job_ids: Sequence[int]) -> set[tuple[int, int]]:
+    """The (job id, attempt) pairs of ``job_assignments`` among these jobs."""
+    stmt = sa.select(job_assignments.c.job_id, job_assignments.c.attempt).where(
+        job_assignments.c.job_id.in_(sorted(set(job_ids)))
+    )
+    rows: Sequence[Any] = conn.execute(stmt).all()
+    return {(int(j), int(a)) for j, a in rows}
+
+
+class FailoverMixin(SqlTransactions):
+    """``fail_over_workers`` for the SQL worker store."""
+
+    def fail_over_workers(
+        self, *, ttl_seconds: float, detected_by: str, force: bool = False
+    ) -> list[fleet.FailoverEvent]:
+        """Fail over stale active workers, then rescue running jobs of workers that are not
+        active (lease expired, or all of them with ``force``); one event per worker."""
+        cutoff = self.dialect.now_plus(sa.literal(-float(ttl_seconds)))
+        stale_stmt = sa.select(queue_workers.c.id).where(
+            queue_workers.c.state == W.ACTIVE.value, queue_workers.c.heartbeat_at < cutoff
+        )
+        with self._read() as conn:
+            stale: list[str] = list(conn.execute(stale_stmt).scalars())
+        events = []
+        for worker_id in stale:
+            event = self._fail_over_one(str(worker_id), cutoff, detected_by)
+            if event is not None:
+                events.append(event)
+        events.extend(self._rescue_orphans(detected_by, force=force))
+        return events
+
+    def _fail_over_one(
+        self, worker_id: str, cutoff: sa.ColumnElement[Any], detected_by: str
+    ) -> fleet.FailoverEvent | None:
+        began = time.perf_counter()
+        d = self.dialect
+        with self._begin() as conn:
+            declare = (
+                sa.update(queue_workers)
+                .where(
+                    queue_workers.c.id == worker_id,
+                    queue_workers.c.state == W.ACTIVE.value,
+                    queue_workers.c.heartbeat_at < cutoff,
+                )
+                .values(state=W.DEAD.value, stopped_at=d.now(), jobs_in_flight=0)
+            )
+            if conn.execute(declare).rowcount != 1:
+                return None  # it beat in time, or someone else failed it over
+            last_beat = conn.execute(
+                sa.select(queue_workers.c.heartbeat_at).where(queue_workers.c.id == worker_id)
+            ).scalar()
+            running = sa.and_(jobs.c.worker_id == worker_id, jobs.c.state == S.RUNNING.value)
+            requeued, dead = self._move_jobs(conn, running)
+            return self._record_event(
+                conn, worker_id, detected_by, last_beat, requeued, dead, began
+            )
+
+    def _rescue_orphans(self, detected_by: str, *, force: bool) -> list[fleet.FailoverEvent]:
+        """Running jobs whose worker is not an active registered worker: a worker that died
+        before registering, one deregistered by hand, or one failed over by an older run."""
+        active = sa.select(queue_workers.c.id).where(queue_workers.c.state == W.ACTIVE.value)
+        orphaned = sa.and_(
+            jobs.c.state == S.RUNNING.value,
+            sa.or_(jobs.c.worker_id.is_(None), jobs.c.worker_id.not_in(active)),
+        )
+        if not force:
+            orphaned = sa.and_(orphaned, jobs.c.lease_expires_at < self.dialect.now())
+        with self._read() as conn:
+            owners: set[str | None] = set(
+                conn.execute(sa.select(jobs.c.worker_id).where(orphaned)).scalars()
+            )
+        events = []
+        for owner in owners:
+            began = time.perf_counter()
+            with self._begin() as conn:
+                owned = jobs.c.worker_id.is_(None) if owner is None else jobs.c.worker_id == owner
+                requeued, dead = self._move_jobs(conn, sa.and_(orphaned, owned))
+                if requeued or dead:
+                    name = owner or "(no worker)"
+                    events.append(
+                        self._record_event(
+                            conn, name, f"{detected_by} (orphans)", None, requeued, dead, began
+                        )
+                    )
+        return events
+
+    def _move_jobs(
+        self, conn: Connection, which: sa.ColumnElement[bool]
+    ) -> tuple[list[int], list[int]]:
+        """Fenced moves of the running jobs ``which`` selects; return (requeued, dead) ids."""
+        d = self.dialect
+        rows: Sequence[Any] = conn.execute(
+            sa.select(
+                jobs.c.id, jobs.c.attempt, jobs.c.max_attempts, jobs.c.queue, jobs.c.worker_id
+            ).where(which)
+        ).all()
+        fence = sa.and_(
+            jobs.c.id == sa.bindparam("f_id"),
+            jobs.c.attempt == sa.bindparam("f_attempt"),
+            jobs.c.state == S.RUNNING.value,
+        )
+        back = (
+            sa.update(jobs)
+            .where(fence)
+            .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
+        )
+        bury = (
+            sa.update(jobs)
+            .where(fence)
+            .values(
+                state=S.DEAD.value,
+                lease_expires_at=None,
+                finished_at=d.now(),
+                error=_FAILOVER_ERROR,
+            )
+        )
+        groups: dict[bool, list[Any]] = defaultdict(list)
+        for row in rows:
+            groups[row.attempt >= row.max_attempts].append(row)
+        moved: dict[bool, list[int]] = {}
+        for exhausted, stmt in ((False, back), (True, bury)):
+            params = [{"f_id": r.id, "f_attempt": r.attempt} for r in groups[exhausted]]
+            applied = d.update_many(conn, stmt, params) if params else []
+            moved[exhausted] = [
+                int(r.id) for r, ok in zip(groups[exhausted], applied, strict=True) if ok
+            ]
+        closed = [r for r in rows if int(r.id) in set(moved[False]) | set(moved[True])]
+        self._close_assignments(conn, closed)
+        if moved[False]:
+            d.notify(conn, {r.queue for r in groups[False]})
+        return moved[False], moved[True]
+
+    def _close_assignments(self, conn: Connection, rows: Sequence[Any]) -> None:
+        if not rows:
+            return
+        d = self.dialect
+        keys = {(int(r.id), int(r.attempt)): r for r in rows}
+        known = recorded_attempts(conn, [k[0] for k in keys])
+        for (job_id, attempt), row in keys.items():
+            stmt: sa.Executable
+            if (job_id, attempt) in known:
+                stmt = (
+                    sa.update(job_assignments)
+                    .where(
+                        job_assignments.c.job_id == job_id,
+                        job_assignments.c.attempt == attempt,
+                        job_assignments.c.ended_at.is_(None),
+                    )
+                    .values(outcome=fleet.Outcome.FAILED_OVER.value, ended_at=d.now())
+                )
+            else:
+                # The worker died before its history reached the ledger.
+                stmt = sa.insert(job_assignments).values(
+                    job_id=job_id,
+                    attempt=attempt,
+                    worker_id=row.worker_id or "(no worker)",
+                    started_at=d.now(),
+                    ended_at=d.now(),
+                    outcome=fleet.Outcome.FAILED_OVER.value,
+                )
+            conn.execute(stmt)
+
+    def _record_event(
+        self,
+        conn: Connection,
+        worker_id: str,
+        detected_by: str,
+        last_beat: Any,
+        requeued: list[int],
+        dead: list[int],
+        began: float,
+    ) -> fleet.FailoverEvent:
+        duration_ms = (time.perf_counter() - began) * 1000.0
+        conn.execute(
+            sa.insert(failover_events).values(
+                worker_id=worker_id,
+                detected_by=detected_by[:160],
+                last_heartbeat_at=last_beat,
+                detected_at=self.dialect.now(),
+                jobs_requeued=len(requeued),
+                jobs_dead=len(dead),
+                job_ids=json.dumps({"requeued": requeued, "dead": dead}),
+                duration_ms=duration_ms,
+            )
+        )
+        return fleet.FailoverEvent(
+            worker_id=worker_id,
+            detected_by=detected_by,
+            last_heartbeat_at=db_time(last_beat) if last_beat is not None else None,
+            requeued=tuple(requeued),
+            dead=tuple(dead),
+            duration_ms=duration_ms,
+        )

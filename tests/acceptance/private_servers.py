@@ -1,0 +1,147 @@
+"""Private database servers for tests that restart or kill their database: each test gets its
+own PostgreSQL cluster (``initdb``) or MariaDB data directory on a free port in a temporary
+directory, so the shared services other tests use are never touched."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL cluster; ``restart_immediately`` crashes and restarts it."""
+
+    def __init__(self) -> None:
+        if not PG_BIN:
+            pytest.skip("no PostgreSQL server binaries (/usr/lib/postgresql/*/bin)")
+        self.bin = Path(PG_BIN[-1])
+        # Not under pytest's tmp path: the server runs as ``postgres``, which cannot enter
+        # root's private directories.
+        self.root = Path(tempfile.mkdtemp(prefix="ledgerq-pg-"))
+        self.data = self.root / "pgdata"
+        self.port = free_port()
+        self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres")
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            [*self._as_postgres, str(self.bin / tool), *args],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        log = str(self.data / "server.log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
+
+    def stop_immediately(self) -> None:
+        """Stop without a checkpoint, as a crash would."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def close(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop_immediately()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PrivateMariadb:
+    """A throwaway MariaDB server; ``kill`` SIGKILLs it, ``start`` brings it back."""
+
+    def __init__(self) -> None:
+        if shutil.which("mariadbd") is None or shutil.which("mariadb-install-db") is None:
+            pytest.skip("no MariaDB server binaries (mariadbd, mariadb-install-db)")
+        self.root = Path(tempfile.mkdtemp(prefix="ledgerq-my-"))
+        self.port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={self.root / 'data'}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                *(["--user=root"] if os.getuid() == 0 else []),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+            cwd=self.root,
+        )
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"mariadb://root@127.0.0.1:{self.port}/ledger"
+
+    def start(self) -> None:
+        """Start the server and wait until it answers; create the ``ledger`` database."""
+        with (self.root / "server.log").open("ab") as log:
+            self._proc = subprocess.Popen(
+                [
+                    "mariadbd",
+                    "--no-defaults",
+                    f"--datadir={self.root / 'data'}",
+                    f"--port={self.port}",
+                    "--bind-address=127.0.0.1",
+                    f"--socket={self.root / 'sock'}",
+                    "--skip-log-bin",
+                    *(["--user=root"] if os.getuid() == 0 else []),
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            done = subprocess.run(
+                [
+                    "mariadb",
+                    "-h127.0.0.1",
+                    f"-P{self.port}",
+                    "-uroot",
+                    "-e",
+                    "CREATE DATABASE IF NOT EXISTS ledger",
+                ],
+                capture_output=True,
+                check=False,
+            )
+            if done.returncode == 0:
+                return
+            if time.monotonic() > deadline or self._proc.poll() is not None:
+                raise RuntimeError(f"private MariaDB did not start: {done.stderr!r}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(30)
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self.root, ignore_errors=True)

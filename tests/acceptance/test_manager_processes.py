@@ -1,0 +1,113 @@
+"""``ledgerq worker start --processes N`` with real worker processes: a SIGKILLed child is
+replaced within 2 s and its job failed over; SIGTERM to the manager stops every child
+gracefully with nothing lost; ``--max-jobs`` recycles children without losing a job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ledgerq.core.fleet import WorkerState
+from tests.acceptance.conftest import Ledger, Procs
+from tests.acceptance.test_failover import FLEET_ENV, Fleet
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.timeout(300)
+
+Make = Callable[[str], Ledger]
+
+
+def children(pid: int) -> set[int]:
+    """Pids of ``pid``'s child processes (Linux)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return {int(p) for p in text.split()}
+
+
+def test_manager_restarts_a_killed_child_and_stops_gracefully(ledger: Make, procs: Procs) -> None:
+    db = ledger("postgresql")
+    fleet = Fleet(db.url)
+    try:
+        manager = procs.worker(
+            db.url,
+            "--processes",
+            "2",
+            "--concurrency",
+            "1",
+            "--prefetch",
+            "0",
+            "--grace",
+            "5",
+            env=FLEET_ENV,
+        )
+        wait_until(lambda: len(fleet.active()) == 2, timeout=30, what="two children registered")
+        assert set(fleet.active()) == children(manager.pid)
+        ids = [
+            db.effects.slow.enqueue(f"k{i}", 60.0 if i == 0 else 0.5, 0.05, max_attempts=3).job_id
+            for i in range(4)
+        ]
+        wait_until(
+            lambda: db.jobs()[ids[0]].state == "running", timeout=30, what="the long job started"
+        )
+        holder = db.jobs()[ids[0]].worker_id
+        victim = next(pid for pid, wid in fleet.active().items() if wid == holder)
+        before = children(manager.pid)
+        killed_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        replaced = wait_until(
+            lambda: children(manager.pid) - before, timeout=10, what="a replacement child"
+        )
+        took = time.monotonic() - killed_at
+        assert took <= 2.0, f"replacement started after {took:.2f} s"
+        assert len(replaced) == 1 and victim not in children(manager.pid)
+        wait_until(
+            lambda: set(fleet.active()) == children(manager.pid),
+            timeout=30,
+            what="the replacement registered",
+        )
+        # The killed child's job fails over and finishes (its rerun is short).
+        wait_until(lambda: set(db.states()) == {"succeeded"}, timeout=30, what="every job finished")
+        assert db.jobs()[ids[0]].attempt == 2
+        # SIGTERM to the manager: children stop gracefully; a job in flight finishes.
+        late = db.effects.slow.enqueue("late", 1.0).job_id
+        wait_until(lambda: db.jobs()[late].state == "running", timeout=30, what="late started")
+        manager.signal(signal.SIGTERM)
+        assert manager.wait(30) == 0, manager.log()
+        assert db.states() == {"succeeded": 5}
+        assert db.duplicate_rows() == []
+        states = {w.worker_id: w.state for w in fleet.admin.list_workers(include_inactive=True)}
+        assert states.pop(str(holder)) is WorkerState.DEAD
+        assert set(states.values()) == {WorkerState.STOPPED} and len(states) == 2, (
+            states,
+            manager.log(),
+        )
+        assert "worker process crashed; restarting" in manager.log()
+    finally:
+        fleet.close()
+
+
+def test_max_jobs_recycles_children_without_losing_a_job(ledger: Make, procs: Procs) -> None:
+    db = ledger("postgresql")
+    keys = {f"r{i}" for i in range(20)}
+    db.effects.record_effect.enqueue_many([(k,) for k in sorted(keys)])
+    manager = procs.worker(
+        db.url,
+        "--processes",
+        "1",
+        "--max-jobs",
+        "5",
+        "--prefetch",
+        "0",
+        "--burst",
+        env=FLEET_ENV,
+    )
+    assert manager.wait(120) == 0, manager.log()
+    assert db.states() == {"succeeded": 20}
+    assert set(db.effect_rows()) == keys and db.duplicate_rows() == []
+    workers = {row.worker_id for row in db.jobs().values()}
+    assert len(workers) >= 4  # at most 5 jobs per child process
+    assert manager.log().count("worker process recycled") >= 3

@@ -1,0 +1,260 @@
+"""The WorkerStore contract (and the operator side, SqlFleetAdmin): the same suite against
+SQLite, PostgreSQL and MariaDB. Times are the database's; TTLs are short so tests stay fast."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from ledgerq.core import fleet
+from ledgerq.core.job import Claim, NewJob
+from ledgerq.core.ports import Completion
+from ledgerq.core.states import JobState
+from ledgerq.store.engine import create_engine
+from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.jobs import SqlJobStore
+from tests.helpers import wait_until
+
+S = JobState
+W = fleet.WorkerState
+PULSE = fleet.Pulse(jobs_in_flight=1, jobs_processed=5, last_fetch_age_seconds=0.5)
+
+
+@pytest.fixture
+def stores(database_url: str) -> Iterator[tuple[SqlJobStore, SqlFleetAdmin]]:
+    engine = create_engine(database_url)
+    yield SqlJobStore(engine), SqlFleetAdmin(engine)
+    engine.dispose()
+
+
+def register(fleet_store: SqlFleetAdmin, worker_id: str, queues: tuple[str, ...] = ("q",)) -> None:
+    fleet_store.register_worker(
+        fleet.Registration(worker_id, "host-a", 1234, queues, concurrency=4, version="0.1.0")
+    )
+
+
+def new(queue: str = "q", max_attempts: int = 3) -> NewJob:
+    return NewJob(task="t", queue=queue, args_json="[]", max_attempts=max_attempts)
+
+
+def test_register_heartbeat_and_deregister(stores: tuple[SqlJobStore, SqlFleetAdmin]) -> None:
+    _, ws = stores
+    register(ws, "h:1:a")
+    (worker,) = ws.list_workers()
+    assert (worker.worker_id, worker.state, worker.queues, worker.pid) == (
+        "h:1:a",
+        W.ACTIVE,
+        ("q",),
+        1234,
+    )
+    assert worker.heartbeat_age_seconds < 5
+    reply = ws.heartbeat_worker("h:1:a", PULSE)
+    assert reply == fleet.HeartbeatReply(stop_requested=None)
+    (worker,) = ws.list_workers()
+    assert (worker.jobs_in_flight, worker.jobs_processed) == (1, 5)
+    assert worker.last_fetch_age_seconds is not None and worker.last_fetch_age_seconds < 5
+    assert ws.heartbeat_worker("nobody", PULSE) is None
+    assert ws.deregister_worker("h:1:a") is True
+    assert ws.deregister_worker("h:1:a") is False
+    assert ws.list_workers() == []
+    (stopped,) = ws.list_workers(include_inactive=True)
+    assert stopped.state is W.STOPPED and stopped.stopped_at is not None
+    # A stopped worker's heartbeat is refused; registering again makes it active.
+    assert ws.heartbeat_worker("h:1:a", PULSE) is None
+    register(ws, "h:1:a")
+    assert ws.heartbeat_worker("h:1:a", PULSE) is not None
+
+
+def test_stop_requests_travel_through_the_heartbeat(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    _, ws = stores
+    for name in ("a", "b", "c"):
+        register(ws, name)
+    assert ws.request_stop(worker_id="b", mode=fleet.StopMode.GRACEFUL) == 1
+    assert ws.request_stop(worker_id="nobody", mode=fleet.StopMode.GRACEFUL) == 0
+    assert ws.heartbeat_worker("a", PULSE).stop_requested is None  # type: ignore[union-attr]
+    reply = ws.heartbeat_worker("b", PULSE)
+    assert reply is not None and reply.stop_requested is fleet.StopMode.GRACEFUL
+    assert ws.request_stop(worker_id=None, mode=fleet.StopMode.IMMEDIATE) == 3
+    replies = [ws.heartbeat_worker(n, PULSE) for n in "abc"]
+    assert {r.stop_requested for r in replies if r} == {fleet.StopMode.IMMEDIATE}
+
+
+def test_heartbeat_reply_carries_the_peers_mean_rate(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    _, ws = stores
+    register(ws, "solo", queues=("other",))
+    register(ws, "a")
+    register(ws, "b")
+
+    def beat(name: str, rate: float) -> fleet.HeartbeatReply | None:
+        return ws.heartbeat_worker(name, fleet.Pulse(0, 0, None, jobs_per_second=rate))
+
+    assert beat("solo", 5.0) == fleet.HeartbeatReply(None, None)  # alone on its queues
+    beat("a", 10.0)
+    reply = beat("b", 30.0)
+    # Per slot (both have 4): (10 / 4 + 30 / 4) / 2.
+    assert reply is not None and reply.peers_jobs_per_second_per_slot == pytest.approx(5.0)
+
+
+def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    register(ws, "dying")
+    register(ws, "alive")
+    ids = [r.job_id for r in js.insert_jobs([new(), new(), new(max_attempts=1), new()])]
+    held = js.claim_jobs(queues=["q"], worker_id="dying", limit=3, lease_seconds=60)
+    js.claim_jobs(queues=["q"], worker_id="alive", limit=1, lease_seconds=60)
+    ws.record_assignments(
+        [fleet.AssignmentEvent(j.id, j.attempt, "dying", j.started_at) for j in held]
+    )
+    # Nothing is stale yet.
+    assert ws.fail_over_workers(ttl_seconds=30, detected_by="test") == []
+
+    def stale() -> list[fleet.FailoverEvent]:
+        ws.heartbeat_worker("alive", PULSE)
+        return ws.fail_over_workers(ttl_seconds=0.3, detected_by="test")
+
+    (event,) = wait_until(stale, timeout=10, what="the stale worker failed over")
+    assert event.worker_id == "dying" and event.detected_by == "test"
+    exhausted = {j.id for j in held if j.max_attempts == 1}
+    assert set(event.dead) == exhausted
+    assert set(event.requeued) == {j.id for j in held} - exhausted
+    for job in held:
+        after = js.get_job(job.id)
+        assert after.state is (S.DEAD if job.id in exhausted else S.QUEUED)
+        assert after.attempt == 1 and after.worker_id in (None, "dying")
+    # The dead worker's writes are refused: heartbeat, job heartbeat, completion.
+    assert ws.heartbeat_worker("dying", PULSE) is None
+    claims = [Claim(j.id, j.attempt) for j in held]
+    assert js.heartbeat_jobs(claims, lease_seconds=60) == [False] * 3
+    assert js.complete_jobs([Completion(c, S.SUCCEEDED) for c in claims]) == [False] * 3
+    # History: each held attempt closed as failed over; one event row.
+    history = {(r["job_id"], r["attempt"]): r for r in ws.list_assignments()}
+    assert {history[(c.job_id, 1)]["outcome"] for c in claims} == {"failed_over"}
+    assert all(history[(c.job_id, 1)]["ended_at"] is not None for c in claims)
+    (row,) = ws.list_failover_events()
+    assert row["worker_id"] == "dying" and row["jobs_requeued"] == 2 and row["jobs_dead"] == 1
+    assert sorted(row["job_ids"]["requeued"]) == sorted(event.requeued)
+    (dead_worker,) = [w for w in ws.list_workers(include_inactive=True) if w.worker_id == "dying"]
+    assert dead_worker.state is W.DEAD
+    # The live worker was not touched, and its job still runs.
+    assert [w.worker_id for w in ws.list_workers()] == ["alive"]
+    assert js.get_job(ids[3]).state is S.RUNNING
+    # A second failover finds nothing to do.
+    assert ws.fail_over_workers(ttl_seconds=0.3, detected_by="again") == []
+    # The requeued jobs are claimable again, as a new attempt.
+    again = js.claim_jobs(queues=["q"], worker_id="alive", limit=5, lease_seconds=60)
+    assert {j.id for j in again} == set(event.requeued) and {j.attempt for j in again} == {2}
+
+
+def test_orphaned_running_jobs_are_rescued_after_their_lease(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    (job_id,) = [r.job_id for r in js.insert_jobs([new()])]
+    (other,) = [r.job_id for r in js.insert_jobs([new()])]
+    js.claim_jobs(queues=["q"], worker_id="never-registered", limit=1, lease_seconds=0.2)
+    js.claim_jobs(queues=["q"], worker_id="also-unregistered", limit=1, lease_seconds=600)
+    (event,) = wait_until(
+        lambda: ws.fail_over_workers(ttl_seconds=30, detected_by="t"), what="orphan rescued"
+    )
+    assert event.requeued == (job_id,) and event.worker_id == "never-registered"
+    assert js.get_job(job_id).state is S.QUEUED
+    assert js.get_job(other).state is S.RUNNING  # its lease still runs
+    (forced,) = ws.fail_over_workers(ttl_seconds=30, detected_by="t", force=True)
+    assert forced.requeued == (other,)
+
+
+def test_concurrent_failovers_move_each_job_once(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    for n in range(4):
+        register(ws, f"w{n}")
+    js.insert_jobs([new() for _ in range(8)])
+    for n in range(4):
+        js.claim_jobs(queues=["q"], worker_id=f"w{n}", limit=2, lease_seconds=60)
+    import threading
+
+    wait_until(lambda: ws.list_workers()[0].heartbeat_age_seconds > 0.3, what="heartbeats go stale")
+    results: list[list[fleet.FailoverEvent]] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(ws.fail_over_workers(ttl_seconds=0.3, detected_by="x"))
+        )
+        for _ in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    events = [e for batch in results for e in batch]
+    assert sorted(e.worker_id for e in events) == ["w0", "w1", "w2", "w3"]
+    moved = [j for e in events for j in e.requeued]
+    assert len(moved) == len(set(moved)) == 8
+    assert len(ws.list_failover_events()) == 4
+
+
+def test_health_checks_assignments_and_cleanup(stores: tuple[SqlJobStore, SqlFleetAdmin]) -> None:
+    js, ws = stores
+    register(ws, "w")
+    ok = fleet.HealthCheck("w", 1.5, None, 80.0, 3.0, 2, 0.1)
+    bad = fleet.HealthCheck("w", 1.5, None, 80.0, 3.0, 2, 99.0, problems=("not consuming",))
+    ws.record_health_check(ok)
+    ws.record_health_check(bad)
+    latest = ws.latest_health_checks(["w", "other"])
+    assert set(latest) == {"w"}
+    assert latest["w"].check == bad and not latest["w"].check.healthy
+    assert latest["w"].age_seconds < 5
+    assert ws.delete_health_checks(older_than_days=1) == 0
+    assert ws.delete_health_checks(older_than_days=0) == 2
+
+    ids = [r.job_id for r in js.insert_jobs([new(), new(), new()])]
+    claimed = js.claim_jobs(queues=["q"], worker_id="w", limit=3, lease_seconds=60)
+    starts = [fleet.AssignmentEvent(j.id, j.attempt, "w", j.started_at) for j in claimed]
+    # A start and its end may arrive in the same batch, or in separate ones.
+    ws.record_assignments(
+        [*starts[:2], fleet.AssignmentEvent(ids[0], 1, "w", None, fleet.Outcome.SUCCEEDED)]
+    )
+    ws.record_assignments(
+        [starts[2], fleet.AssignmentEvent(ids[1], 1, "w", None, fleet.Outcome.LOST)]
+    )
+    # The first recorded end wins.
+    ws.record_assignments([fleet.AssignmentEvent(ids[1], 1, "w", None, fleet.Outcome.SUCCEEDED)])
+    rows = {r["job_id"]: r for r in ws.list_assignments()}
+    assert [rows[i]["outcome"] for i in ids] == ["succeeded", "lost", None]
+    assert rows[ids[2]]["ended_at"] is None and rows[ids[0]]["ended_at"] is not None
+    assert ws.outcome_counts() == {"w": {"succeeded": 1, "lost": 1}}
+    assert ws.count_ready_jobs(["q"]) == 0
+    js.insert_jobs([new(), new(queue="other")])
+    assert ws.count_ready_jobs(["q"]) == 1
+    # The third job is put back: its open assignment is now an orphan.
+    js.requeue_jobs([Claim(ids[2], 1)])
+    assert ws.close_orphaned_assignments() == (1, 0)
+    assert ws.list_assignments(job_id=ids[2])[0]["outcome"] == "orphaned"
+
+
+def test_remove_worker_and_crashed_workers(stores: tuple[SqlJobStore, SqlFleetAdmin]) -> None:
+    js, ws = stores
+    register(ws, "gone")
+    register(ws, "stays")
+    register(ws, "clean")
+    ws.deregister_worker("clean")
+    (job_id,) = [r.job_id for r in js.insert_jobs([new()])]
+    js.claim_jobs(queues=["q"], worker_id="gone", limit=1, lease_seconds=600)
+    event = ws.remove_worker("gone", detected_by="cli")
+    assert event is not None and event.requeued == (job_id,)
+    assert js.get_job(job_id).state is S.QUEUED
+    with pytest.raises(LookupError):
+        ws.remove_worker("gone", detected_by="cli")
+    assert ws.remove_crashed_workers(ttl_seconds=30, detected_by="cli") == 1  # "clean"
+    assert [w.worker_id for w in ws.list_workers(include_inactive=True)] == ["stays"]
+    assert ws.delete_failover_events(older_than_days=1) == 0
+    assert ws.delete_failover_events(older_than_days=0) == 1
+    assert json.loads(json.dumps(ws.outcome_counts())) == {"gone": {"failed_over": 1}}

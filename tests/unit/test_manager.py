@@ -1,0 +1,91 @@
+"""The manager with tiny real child processes: crash restarts with backoff, crash-loop
+protection, recycling on exit code and memory, and SIGTERM forwarding."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions
+from tests.helpers import wait_until
+
+FAST = {"restart_delay_seconds": 0.05, "crash_loop_window_seconds": 30.0}
+
+
+def child(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def run_in_thread(manager: Manager) -> tuple[threading.Thread, list[int]]:
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(manager.run()), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_crash_looping_child_is_given_up_and_the_manager_exits_1() -> None:
+    manager = Manager(
+        child("import sys; sys.exit(7)"),
+        ManagerOptions(processes=2, crash_loop_restarts=3, **FAST),  # type: ignore[arg-type]
+    )
+    began = time.monotonic()
+    assert manager.run() == 1
+    # Each slot: 1 start + 3 restarts with backoff 0.05, 0.1, 0.2 s, then given up.
+    assert manager.restarts == 6
+    assert time.monotonic() - began < 20
+
+
+def test_recycle_exit_code_restarts_the_child() -> None:
+    manager = Manager(
+        child(f"import sys; sys.exit({EXIT_RECYCLE})"),
+        ManagerOptions(processes=1, **FAST),  # type: ignore[arg-type]
+    )
+    thread, result = run_in_thread(manager)
+    wait_until(lambda: manager.recycled >= 3, timeout=30, what="three recycles")
+    assert manager.restarts == 0
+    manager.request_stop()
+    thread.join(30)
+    assert result == [0]
+
+
+def test_a_child_that_exits_0_stopped_on_purpose_and_stays_stopped() -> None:
+    manager = Manager(child("pass"), ManagerOptions(processes=2, **FAST))  # type: ignore[arg-type]
+    assert manager.run() == 0
+    assert (manager.restarts, manager.recycled) == (0, 0)
+
+
+def test_sigterm_is_forwarded_and_children_stop_gracefully() -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+        "time.sleep(60)"
+    )
+    manager = Manager(child(code), ManagerOptions(processes=3, **FAST))  # type: ignore[arg-type]
+    thread, result = run_in_thread(manager)
+    pids = wait_until(
+        lambda: manager.children() if len(manager.children()) == 3 else None, what="3 children"
+    )
+    manager.request_stop()
+    thread.join(30)
+    assert result == [0] and manager.children() == []
+    assert manager.restarts == 0 and len(set(pids)) == 3
+
+
+def test_a_child_over_its_memory_budget_is_recycled() -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+        "ballast = bytearray(120 * 2**20)\n"
+        "time.sleep(60)"
+    )
+    manager = Manager(
+        child(code),
+        ManagerOptions(processes=1, max_memory_mb=80, **FAST),  # type: ignore[arg-type]
+    )
+    thread, result = run_in_thread(manager)
+    wait_until(lambda: manager.recycled >= 2, timeout=60, what="recycled twice")
+    assert manager.restarts == 0
+    manager.request_stop()
+    thread.join(30)
+    assert result == [0]

@@ -1,0 +1,30 @@
+"""Pacer: a worker ahead of its peers' mean rate slows its claims; otherwise it never waits."""
+
+from __future__ import annotations
+
+from ledgerq.runtime.pacer import MAX_DELAY_SECONDS, Pacer
+
+
+def test_delay_grows_while_ahead_and_decays_when_not() -> None:
+    pacer = Pacer(window_seconds=10)
+    pacer.rate = 120.0
+    delays = [pacer.adjust(100.0) for _ in range(30)]
+    assert delays[0] > 0 and delays == sorted(delays) and delays[-1] == MAX_DELAY_SECONDS
+    pacer.rate = 100.0  # within the tolerance: back off the brake
+    for _ in range(30):
+        pacer.adjust(100.0)
+    assert pacer.delay_seconds == 0.0
+
+
+def test_alone_or_idle_peers_never_slow_a_worker() -> None:
+    pacer = Pacer(window_seconds=10)
+    pacer.rate = 500.0
+    assert pacer.adjust(None) == 0.0
+    assert pacer.adjust(0.0) == 0.0
+
+
+def test_rate_is_measured_over_the_window() -> None:
+    pacer = Pacer(window_seconds=10)
+    pacer.sample(0)
+    assert pacer.sample(0) == 0.0
+    assert pacer.sample(50) > 0
