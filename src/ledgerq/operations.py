@@ -13,10 +13,11 @@ from ledgerq.bootstrap import Parts, producer_transport
 from ledgerq.client import Client
 from ledgerq.config import Settings
 from ledgerq.core import errors
-from ledgerq.core.operations import EventSink, HealthProbe, ProbeResult
+from ledgerq.core.operations import EventSink, FleetView, HealthProbe, ProbeResult, WorkerView
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
+from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.queues import SqlQueueControls, pool_usage
 
 
@@ -48,12 +49,35 @@ def _queued_per_queue(parts: Parts) -> dict[str, int]:
     return {queue: counts.get((queue, JobState.QUEUED), 0) for queue, _ in counts}
 
 
+class RegistryFleetView:
+    """The FleetView of the worker registry (``queue_workers``): active workers only."""
+
+    def __init__(self, admin: SqlFleetAdmin) -> None:
+        self._admin = admin
+
+    def list_workers(self) -> list[WorkerView]:
+        """Every active worker, most recently seen first."""
+        records = sorted(self._admin.list_workers(), key=lambda r: r.heartbeat_age_seconds)
+        return [
+            WorkerView(
+                worker_id=r.worker_id,
+                running_jobs=r.jobs_in_flight,
+                last_heartbeat_at=r.heartbeat_at,
+                queues=r.queues,
+                status=str(getattr(r.state, "value", r.state)),
+                source="registry",
+            )
+            for r in records
+        ]
+
+
 @dataclass
 class Operations:
     """Everything the admin surface needs besides the Client."""
 
     controls: SqlQueueControls
     metrics: MetricsHub
+    fleet: FleetView
     probes: list[HealthProbe] = field(default_factory=list)
 
 
@@ -67,6 +91,7 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
     migrations, Redis when configured) and this process's metrics. ``ledger_gauges`` adds the
     gauges read from the database at scrape time (queue length, latency, pool use)."""
     controls = queue_controls(parts)
+    fleet = RegistryFleetView(parts.fleet)
     probes: list[HealthProbe] = [
         _Probe("database", controls.check_database),
         _Probe("migrations", lambda: _migrations_probe(parts)),
@@ -88,12 +113,13 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
             LedgerReadings(
                 queue_lengths=lambda: _queued_per_queue(parts),
                 queue_latency=controls.queue_latency_seconds,
-                workers=controls.list_workers,
+                workers=fleet.list_workers,
                 pool_usage=lambda: pool_usage(parts.store.engine),
                 transport_fallback=redis_down,
+                failover_events=parts.fleet.count_failover_events,
             )
         )
-    return Operations(controls=controls, metrics=hub, probes=probes)
+    return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)
 
 
 def build_client(

@@ -108,9 +108,27 @@ def test_pause_stops_claims_and_resume_restarts_them(served: Served) -> None:
     assert served.client.post("/admin/queues/default/resume", headers=ADMIN).status_code == 200
     claimed = store.claim_jobs(queues=["default", "mail"], **claim)
     assert [j.id for j in claimed] == [job_id]
+
+
+def test_workers_come_from_the_registry(served: Served) -> None:
+    from ledgerq.core.fleet import Registration
+
+    fleet = served.app.parts.fleet
+    assert served.client.get("/admin/queue/workers", headers=READ).json()["workers"] == []
+    fleet.register_worker(Registration("h:1:a", "h", 1, ("default", "mail"), 4, "test"))
+    fleet.register_worker(Registration("h:2:b", "h", 2, ("default",), 2, "test"))
+    fleet.deregister_worker("h:2:b")
     workers = served.client.get("/admin/queue/workers", headers=READ).json()
-    assert workers["source"] == "jobs"
-    assert [(w["worker_id"], w["running_jobs"]) for w in workers["workers"]] == [("w1", 1)]
+    assert workers["source"] == "registry"
+    [one] = workers["workers"]
+    assert (one["worker_id"], one["status"], one["queues"]) == (
+        "h:1:a",
+        "active",
+        ["default", "mail"],
+    )
+    assert one["heartbeat_age_seconds"] is not None and one["heartbeat_age_seconds"] < 60
+    snapshot = served.client.get("/admin/metrics", headers=READ).json()
+    assert snapshot["workers_active"] == 1
 
 
 def test_stats_and_metrics_snapshot_match_the_ledger(served: Served) -> None:

@@ -49,12 +49,16 @@ def test_scrape_parses_and_matches_the_database(served: Served) -> None:
     assert scraped[("db_connection_pool_max", ())] >= 0
     assert scraped[("transport_fallback_active", ())] == 0
 
+    from ledgerq.core.fleet import Registration
+
     served.app.client.store.claim_jobs(
         queues=["default"], worker_id="w-1", limit=2, lease_seconds=30
     )
+    served.app.parts.fleet.register_worker(Registration("w-1", "h", 1, ("default",), 2, "t"))
     scraped = samples(served.client.get("/metrics", headers=READ).text)
     assert scraped[("queue_length", (("queue_name", "default"),))] == 2
     assert scraped[("workers_active", ())] == 1
+    assert scraped[("failover_events_total", ())] == 0
 
 
 def test_worker_events_count_processed_jobs(served_sqlite: Served) -> None:

@@ -139,6 +139,7 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     assert {history[(c.job_id, 1)]["outcome"] for c in claims} == {"failed_over"}
     assert all(history[(c.job_id, 1)]["ended_at"] is not None for c in claims)
     (row,) = ws.list_failover_events()
+    assert ws.count_failover_events() == 1
     assert row["worker_id"] == "dying" and row["jobs_requeued"] == 2 and row["jobs_dead"] == 1
     assert sorted(row["job_ids"]["requeued"]) == sorted(event.requeued)
     (dead_worker,) = [w for w in ws.list_workers(include_inactive=True) if w.worker_id == "dying"]

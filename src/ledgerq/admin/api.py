@@ -236,7 +236,7 @@ def worker_documents(views: Sequence[WorkerView]) -> list[dict[str, Any]]:
 
 @router.get("/admin/queue/workers", response_model=schemas.WorkersOut, tags=["queues"])
 def get_workers(_caller: Reader, deps: Deps) -> dict[str, Any]:
-    """Workers known to the ledger (today: derived from running jobs)."""
+    """Active workers of the registry (``source``: ``registry``)."""
     views = deps.fleet.list_workers()
     source = views[0].source if views else "jobs"
     return {"source": source, "workers": worker_documents(views)}

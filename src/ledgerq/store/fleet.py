@@ -178,6 +178,12 @@ class SqlFleetAdmin(SqlWorkerStore):
             ).rowcount
         return int(closed), int(deleted)
 
+    def count_failover_events(self) -> int:
+        """How many failover events the ledger records (kept until cleaned up)."""
+        with self._read() as conn:
+            found = conn.execute(sa.select(sa.func.count()).select_from(failover_events))
+            return int(found.scalar() or 0)
+
     def list_failover_events(self, *, limit: int = 50) -> list[dict[str, Any]]:
         """The newest failover events as plain data."""
         t = failover_events

@@ -29,7 +29,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         client=operations.build_client(app.settings, app.parts, app.registry, ops.metrics.sink),
         controls=ops.controls,
         idempotency=ops.controls,
-        fleet=ops.controls,
+        fleet=ops.fleet,
         probes=ops.probes,
         render_metrics=ops.metrics.render,
     )
