@@ -95,3 +95,15 @@ def test_reconciler_deletes_expired_and_retained_jobs_with_their_folders(
     with app.parts.store.engine.connect() as conn:
         left = set(conn.execute(sa.select(jobs.c.id)).scalars())
     assert left == {kept_id}
+
+
+def test_health_checks_record_the_redis_round_trip(app: LedgerQ) -> None:
+    with running_worker(app, concurrency=1, health_check_interval_seconds=0.2) as worker:
+
+        def transport_latency() -> float | None:
+            checks = app.parts.fleet.latest_health_checks([worker.id])
+            record = checks.get(worker.id)
+            return record.check.transport_latency_ms if record is not None else None
+
+        latency = wait_until(transport_latency, timeout=15, what="a health check with Redis")
+    assert 0 < latency < 1000

@@ -165,6 +165,10 @@ class Transport(Protocol):
         """Wait up to ``timeout`` for hints; return up to ``limit`` job ids to claim (empty:
         claim by query)."""
 
+    def round_trip_seconds(self) -> float | None:
+        """One round trip to the transport's server (health checks); None when there is no
+        server or it does not answer."""
+
     def interrupt(self) -> None:
         """Wake a blocked ``pull`` at once (used at shutdown and when capacity frees)."""
 

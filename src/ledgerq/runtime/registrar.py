@@ -39,6 +39,9 @@ class Member(Protocol):
     def share_with_peers(self, peers_per_slot: float | None) -> None:
         """Adjust the claim pace to the peers' mean rate per slot (None: no peers)."""
 
+    def transport_round_trip_ms(self) -> float | None:
+        """Round trip to the transport's server (Redis) in ms; None without one or when down."""
+
 
 class Registrar:
     """Registration, heartbeat, health checks and stop requests of one worker process.
@@ -163,7 +166,7 @@ class Registrar:
         check = fleet.HealthCheck(
             worker_id=self.worker_id,
             db_latency_ms=self._db_latency_ms,
-            transport_latency_ms=None,
+            transport_latency_ms=self._member.transport_round_trip_ms(),
             memory_mb=probes.memory_mb(),
             cpu_percent=self._cpu.read(),
             jobs_in_flight=pulse.jobs_in_flight,

@@ -326,6 +326,11 @@ class Worker:
         rate = self._pacer.sample(done)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
 
+    def transport_round_trip_ms(self) -> float | None:
+        """Round trip to Redis in ms (None with polling, or while Redis does not answer)."""
+        seconds = self._transport.round_trip_seconds()
+        return None if seconds is None else seconds * 1000.0
+
     def share_with_peers(self, peers_per_slot: float | None) -> None:
         """Fair sharing: slow the claims down while ahead of the peers' mean rate per slot
         (times this worker's own slots: shares are proportional to concurrency)."""

@@ -46,6 +46,10 @@ class PollingTransport:
         self._interrupted.clear()
         return []
 
+    def round_trip_seconds(self) -> float | None:
+        """No server of its own: None."""
+        return None
+
     def interrupt(self) -> None:
         """Make a blocked ``pull`` return now."""
         self._interrupted.set()

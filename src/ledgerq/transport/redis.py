@@ -198,6 +198,13 @@ class RedisTransport:
             raise errors.TransportError(f"Redis does not answer: {exc}") from exc
         return time.perf_counter() - started
 
+    def round_trip_seconds(self) -> float | None:
+        """``ping()`` for health checks, None while Redis does not answer."""
+        try:
+            return self.ping()
+        except errors.TransportError:
+            return None
+
     def eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``, or None if the server does not tell (ACL)."""
         try:
