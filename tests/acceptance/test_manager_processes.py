@@ -111,3 +111,25 @@ def test_max_jobs_recycles_children_without_losing_a_job(ledger: Make, procs: Pr
     workers = {row.worker_id for row in db.jobs().values()}
     assert len(workers) >= 4  # at most 5 jobs per child process
     assert manager.log().count("worker process recycled") >= 3
+
+
+def test_each_managed_child_gets_its_own_health_port(ledger: Make, procs: Procs) -> None:
+    import urllib.request
+
+    from tests.redis_server import free_port
+
+    db = ledger("sqlite")
+    port = free_port()
+    manager = procs.worker(db.url, "--processes", "2", "--health-port", str(port), env=FLEET_ENV)
+
+    def live(p: int) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{p}/health/live", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    wait_until(lambda: live(port) and live(port + 1), timeout=30, what="both children serve")
+    assert len(children(manager.pid)) == 2
+    manager.signal(signal.SIGTERM)
+    assert manager.wait(60) == 0, manager.log()[-2000:]

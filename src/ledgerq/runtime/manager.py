@@ -14,7 +14,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -53,10 +53,16 @@ class _Slot:
 
 class Manager:
     """Runs ``command`` (a worker process) ``options.processes`` times and keeps it running.
-    ``run()`` blocks; ``request_stop()`` is signal-safe."""
+    ``command`` may be a function of the slot index (0..N-1), e.g. to give each child its own
+    health port. ``run()`` blocks; ``request_stop()`` is signal-safe."""
 
-    def __init__(self, command: Sequence[str], options: ManagerOptions) -> None:
-        self._command = list(command)
+    def __init__(
+        self, command: Sequence[str] | Callable[[int], Sequence[str]], options: ManagerOptions
+    ) -> None:
+        fixed = None if callable(command) else list(command)
+        self._command_for: Callable[[int], Sequence[str]] = (
+            command if callable(command) else (lambda _slot: fixed or [])
+        )
         self._options = options
         self._slots = [_Slot(i) for i in range(options.processes)]
         self._stops_requested = 0
@@ -98,7 +104,9 @@ class Manager:
             return
         if slot.proc is None:
             if now >= slot.start_at:
-                slot.proc = subprocess.Popen(self._command, stdin=subprocess.DEVNULL)
+                slot.proc = subprocess.Popen(
+                    list(self._command_for(slot.index)), stdin=subprocess.DEVNULL
+                )
                 log.info("worker process started", slot=slot.index, pid=slot.proc.pid)
             return
         code = slot.proc.poll()

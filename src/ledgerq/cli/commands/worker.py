@@ -46,7 +46,8 @@ def group() -> None:
 @click.option(
     "--health-port",
     type=click.IntRange(0, 65535),
-    help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host).",
+    help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host); with"
+    " --processes N, child i serves on PORT+i.",
 )
 @click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
 @click.option(
@@ -86,7 +87,7 @@ def start(
     if processes is not None:
         if once:
             raise click.UsageError("--once runs one job in one process; drop --processes")
-        return _manage(cli, processes, max_memory)
+        return _manage(cli, processes, max_memory, health_port)
     if max_memory is not None:
         raise click.UsageError("--max-memory needs --processes (the manager recycles)")
     app = cli.app(tasks_needed=True)
@@ -141,9 +142,10 @@ def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> H
     return HealthExporter(host=host, port=port, is_alive=is_alive, render=hub.render)
 
 
-def _child_command() -> list[str]:
+def _child_command(slot: int, health_port: int | None) -> list[str]:
     """This process's command line, as a manager's child: the same options (and the same
-    LEDGERQ_* environment, inherited) without the manager's own."""
+    LEDGERQ_* environment, inherited) without the manager's own; with ``--health-port P``
+    child ``slot`` serves on ``P + slot`` (or a free port when P is 0)."""
     args = list(sys.argv[1:])
     child: list[str] = []
     skip = False
@@ -152,17 +154,23 @@ def _child_command() -> list[str]:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in ("--processes", "--max-memory"):
+        if name in ("--processes", "--max-memory", "--health-port"):
             skip = "=" not in arg
             continue
         child.append(arg)
+    if health_port is not None:
+        child += ["--health-port", str(health_port + slot if health_port else 0)]
     return [sys.executable, "-m", "ledgerq.cli.main", *child, "--managed"]
 
 
-def _manage(cli: CliContext, processes: int, max_memory: float | None) -> int:
+def _manage(
+    cli: CliContext, processes: int, max_memory: float | None, health_port: int | None
+) -> int:
+    if health_port is not None and health_port + processes - 1 > 65535:
+        raise click.UsageError("--health-port + --processes runs past port 65535")
     grace = cli.app().settings.shutdown_grace
     manager = Manager(
-        _child_command(),
+        lambda slot: _child_command(slot, health_port),
         ManagerOptions(
             processes=processes, max_memory_mb=max_memory, stop_timeout_seconds=grace + 30
         ),
