@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, RowMapping
 
+from ledgerq.store import pg_statements as pg
+from ledgerq.store.pg_statements import NOTIFY_CHANNEL
 from ledgerq.store.tables import jobs
-
-NOTIFY_CHANNEL = "ledgerq_jobs"
 
 
 class Dialect:
@@ -101,6 +101,22 @@ class Dialect:
         """Clean up after churn if the server will not; True if something was done."""
         return False
 
+    def upsert_assignments(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> bool:
+        """Write assignment rows (a_job, a_attempt, a_worker, a_started, a_outcome) in one
+        statement: insert new attempts, close open ones (the first end wins). False: the
+        dialect has no such statement and the caller runs the portable steps."""
+        return False
+
+    #: Whether ``claim_hinted`` has a statement of its own (else the portable IN-list claim).
+    claims_hints_natively = False
+
+    def claim_hinted(
+        self, conn: Connection, params: dict[str, Any], queues: Sequence[str]
+    ) -> Sequence[RowMapping]:
+        """Claim among ``params["hint_ids"]`` in one statement whose text does not depend on
+        the number of hints (SQLAlchemy's portable IN list is new SQL for every length)."""
+        raise NotImplementedError
+
     def try_lock(self, conn: Connection, name: str) -> bool:
         """Take the named session lock on ``conn`` without waiting; True if taken. SQLite
         needs none: one host, and every repair is fenced and safe to repeat."""
@@ -136,9 +152,9 @@ class PostgresDialect(Dialect):
     insert_notifies = True
 
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
-        document = json.dumps([{c: r[c] for c in _PG_INSERT_COLUMNS} for r in rows])
+        document = json.dumps([{c: r[c] for c in pg.INSERT_COLUMNS} for r in rows])
         # Ids come from the sequence in the document's order, so ascending ids are input order.
-        ids: Sequence[Any] = conn.execute(_PG_INSERT_NOTIFY, {"rows": document}).scalars().all()
+        ids: Sequence[Any] = conn.execute(pg.INSERT_NOTIFY, {"rows": document}).scalars().all()
         return sorted(int(i) for i in ids)
 
     def complete_group(
@@ -152,7 +168,7 @@ class PostgresDialect(Dialect):
             "errors": [p["new_error"] for p in params],
             "delays": [float(p["retry_delay"]) for p in params],
         }
-        rows: Sequence[Any] = conn.execute(_PG_COMPLETE, arrays).all()
+        rows: Sequence[Any] = conn.execute(pg.COMPLETE_GROUP, arrays).all()
         done = {(int(i), int(a)) for i, a in rows}
         return [(p["claim_id"], p["claim_attempt"]) in done for p in params]
 
@@ -160,7 +176,7 @@ class PostgresDialect(Dialect):
         self, conn: Connection, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
     ) -> list[bool] | None:
         params = {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds}
-        rows: Sequence[Any] = conn.execute(_PG_HEARTBEAT, params).all()
+        rows: Sequence[Any] = conn.execute(pg.HEARTBEAT_GROUP, params).all()
         beat = {(int(i), int(a)) for i, a in rows}
         return [(i, a) in beat for i, a in zip(ids, attempts, strict=True)]
 
@@ -181,6 +197,36 @@ class PostgresDialect(Dialect):
                 conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
         return True
 
+    def upsert_assignments(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> bool:
+        document = json.dumps(
+            [
+                {
+                    "job_id": r["a_job"],
+                    "attempt": r["a_attempt"],
+                    "worker_id": r["a_worker"],
+                    "started_at": r["a_started"].isoformat() if r["a_started"] else None,
+                    "outcome": r["a_outcome"],
+                }
+                for r in rows
+            ]
+        )
+        conn.execute(pg.UPSERT_ASSIGNMENTS, {"rows": document})
+        return True
+
+    claims_hints_natively = True
+
+    def claim_hinted(
+        self, conn: Connection, params: dict[str, Any], queues: Sequence[str]
+    ) -> Sequence[RowMapping]:
+        values = {
+            "ids": list(params["hint_ids"]),
+            "queues": list(queues),
+            "lim": params["claim_limit"],
+            "worker": params["claim_worker"],
+            "lease": params["lease_s"],
+        }
+        return conn.execute(pg.CLAIM_HINTED, values).mappings().all()
+
     def try_lock(self, conn: Connection, name: str) -> bool:
         key = zlib.crc32(name.encode())
         return bool(conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
@@ -191,61 +237,6 @@ class PostgresDialect(Dialect):
     def notify(self, conn: Connection, queues: set[str]) -> None:
         for queue in sorted(queues):
             conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, queue)))
-
-
-# Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
-# regular expression, which cost more client CPU than the rest of a bulk enqueue together.
-_PG_INSERT_NOTIFY = sa.text(
-    "WITH ins AS ("
-    "INSERT INTO jobs (queue, task, args, priority, state, max_attempts, timeout_seconds,"
-    " run_at, created_at)"
-    " SELECT v.queue, v.task, v.args, v.priority, v.state, v.max_attempts, v.timeout_seconds,"
-    " clock_timestamp() + make_interval(secs => v.delay_s), clock_timestamp()"
-    " FROM json_to_recordset(CAST(:rows AS json)) AS v(queue text, task text, args text,"
-    " priority smallint, state text, max_attempts int, timeout_seconds float8, delay_s float8)"
-    " RETURNING id, queue, state)"
-    # The insert wakes idle workers in the same statement (one round trip, atomic in
-    # autocommit); the uncorrelated subquery runs once, and NOTIFY is delivered at commit.
-    " SELECT ins.id, (SELECT count(pg_notify('" + NOTIFY_CHANNEL + "', q.queue))"
-    " FROM (SELECT DISTINCT queue FROM ins WHERE state = 'queued') AS q) AS woken FROM ins"
-)
-
-_PG_INSERT_COLUMNS = (
-    "queue",
-    "task",
-    "args",
-    "priority",
-    "state",
-    "max_attempts",
-    "timeout_seconds",
-    "delay_s",
-)
-
-_PG_COMPLETE = sa.text(
-    "UPDATE jobs SET state = v.state,"
-    " result = CASE WHEN v.state = 'failed' THEN jobs.result ELSE v.result END,"
-    " error = v.error,"
-    " finished_at = CASE WHEN v.state = 'failed' THEN NULL ELSE clock_timestamp() END,"
-    " run_at = CASE WHEN v.state = 'failed'"
-    " THEN clock_timestamp() + make_interval(secs => v.delay) ELSE jobs.run_at END,"
-    " lease_expires_at = NULL"
-    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[]), CAST(:states AS text[]),"
-    " CAST(:results AS text[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))"
-    " AS v(id, attempt, state, result, error, delay)"
-    " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
-    # Steers the planner to the primary key even when its statistics are stale.
-    " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
-    " RETURNING jobs.id, jobs.attempt"
-)
-
-_PG_HEARTBEAT = sa.text(
-    "UPDATE jobs SET heartbeat_at = clock_timestamp(),"
-    " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8))"
-    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[])) AS v(id, attempt)"
-    " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
-    " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
-    " RETURNING jobs.id, jobs.attempt"
-)
 
 
 #: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.

@@ -7,20 +7,18 @@ job whether it applied; that is what keeps a zombie worker from overwriting a ne
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob, as_utc
+from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
-from ledgerq.core.states import WAITING, JobState
-from ledgerq.store.operations import SqlJobOperations
+from ledgerq.core.states import JobState
 from ledgerq.store.queues import unpaused
+from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs, paused_queues
-from ledgerq.store.transactions import translate_error
 
 S = JobState
 _running = jobs.c.state == S.RUNNING.value
@@ -36,7 +34,7 @@ def _fence(
     )
 
 
-class SqlJobStore(SqlJobOperations):
+class SqlJobStore(SqlJobStaging):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
@@ -224,6 +222,12 @@ class SqlJobStore(SqlJobOperations):
             if not job_ids:
                 return []
             params["hint_ids"] = list(job_ids)
+            if self.dialect.claims_hints_natively:
+                with self._single(relaxed=True) as conn:
+                    rows = self.dialect.claim_hinted(conn, params, queues)
+                return sorted(
+                    (Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id)
+                )
         # MySQL's claim is several statements and needs a real transaction.
         mysql = self.dialect.name == "mysql"
         with self._begin() if mysql else self._single(relaxed=True) as conn:
@@ -294,51 +298,6 @@ class SqlJobStore(SqlJobOperations):
             "finished_at": None,
         }
 
-    def stage_due_jobs(self, *, limit: int = 1000) -> list[JobHint]:
-        """Move scheduled and failed jobs whose run_at has come to queued; return their hints."""
-        d = self.dialect
-        waiting = [s.value for s in WAITING]
-        due = (
-            sa.select(jobs.c.id)
-            .where(jobs.c.state.in_(waiting), jobs.c.run_at <= d.now())
-            .limit(limit)
-        )
-        with self._begin() as conn:
-            ids: list[Any]
-            if d.name == "sqlite":
-                ids = list(conn.execute(due).scalars())
-            else:
-                ids = list(conn.execute(due.with_for_update(skip_locked=True)).scalars())
-            if not ids:
-                return []
-            stmt = (
-                sa.update(jobs)
-                .where(jobs.c.id.in_(ids), jobs.c.state.in_(waiting))
-                .values(state=S.QUEUED.value)
-            )
-            conn.execute(stmt)
-            rows: Sequence[Any] = conn.execute(
-                sa.select(jobs.c.id, jobs.c.queue, jobs.c.priority).where(
-                    jobs.c.id.in_(ids), jobs.c.state == S.QUEUED.value
-                )
-            ).all()
-            hints = [JobHint(int(i), str(q), int(p)) for i, q, p in rows]
-            d.notify(conn, {h.queue for h in hints})
-        return hints
-
-    def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
-        """Seconds until the earliest failed job of ``queues`` is due; None if there is none."""
-        stmt = sa.select(sa.func.min(jobs.c.run_at), self.dialect.now()).where(
-            jobs.c.state == S.FAILED.value, jobs.c.queue.in_(list(queues))
-        )
-        with self._read() as conn:
-            earliest, now = cast(tuple[Any, Any], tuple(conn.execute(stmt).one()))
-        if earliest is None:
-            return None
-        if isinstance(now, str):  # SQLite returns its clock as text
-            now = datetime.fromisoformat(now)
-        return max((as_utc(earliest) - as_utc(now)).total_seconds(), 0.0)
-
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of outcomes in one transaction; one bool per item (fenced)."""
         params = [
@@ -389,11 +348,3 @@ class SqlJobStore(SqlJobOperations):
             )
             self.dialect.notify(conn, set(queues.scalars()))
         return applied
-
-    def maintain_tables(self) -> bool:
-        """Vacuum and analyze the ledger where the database would not do it in time
-        (PostgreSQL with many dead rows); True if it ran. Safe to call from every worker."""
-        try:
-            return self.dialect.maintain(self.engine)
-        except sa.exc.DBAPIError as exc:
-            raise translate_error(exc) from exc

@@ -7,7 +7,7 @@ import threading
 import psycopg
 import sqlalchemy as sa
 
-from ledgerq.store.dialects import NOTIFY_CHANNEL
+from ledgerq.store.pg_statements import NOTIFY_CHANNEL
 
 
 class PgNotifyWaker:

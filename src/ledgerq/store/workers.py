@@ -153,6 +153,8 @@ class SqlWorkerStore(FailoverMixin):
                 row["a_started"] = self.dialect.bind_time(as_utc(event.started_at))
             if event.outcome is not None and row["a_outcome"] is None:
                 row["a_outcome"] = event.outcome.value
+        if self.dialect.upsert_assignments(conn, list(merged.values())):
+            return
         existing = recorded_attempts(conn, [k[0] for k in merged])
         fresh = [row for key, row in merged.items() if key not in existing]
         for ended in (False, True):

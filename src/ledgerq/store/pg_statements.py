@@ -1,0 +1,91 @@
+"""PostgreSQL's hand-written hot-path statements: one statement text each, whatever the batch
+size, so psycopg prepares it once (see ``PostgresDialect``)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+#: The LISTEN/NOTIFY channel that wakes idle workers; the payload is the queue name.
+NOTIFY_CHANNEL = "ledgerq_jobs"
+
+# Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
+# regular expression, which cost more client CPU than the rest of a bulk enqueue together.
+INSERT_NOTIFY = sa.text(
+    "WITH ins AS ("
+    "INSERT INTO jobs (queue, task, args, priority, state, max_attempts, timeout_seconds,"
+    " run_at, created_at)"
+    " SELECT v.queue, v.task, v.args, v.priority, v.state, v.max_attempts, v.timeout_seconds,"
+    " clock_timestamp() + make_interval(secs => v.delay_s), clock_timestamp()"
+    " FROM json_to_recordset(CAST(:rows AS json)) AS v(queue text, task text, args text,"
+    " priority smallint, state text, max_attempts int, timeout_seconds float8, delay_s float8)"
+    " RETURNING id, queue, state)"
+    # The insert wakes idle workers in the same statement (one round trip, atomic in
+    # autocommit); the uncorrelated subquery runs once, and NOTIFY is delivered at commit.
+    " SELECT ins.id, (SELECT count(pg_notify('" + NOTIFY_CHANNEL + "', q.queue))"
+    " FROM (SELECT DISTINCT queue FROM ins WHERE state = 'queued') AS q) AS woken FROM ins"
+)
+
+INSERT_COLUMNS = (
+    "queue",
+    "task",
+    "args",
+    "priority",
+    "state",
+    "max_attempts",
+    "timeout_seconds",
+    "delay_s",
+)
+
+COMPLETE_GROUP = sa.text(
+    "UPDATE jobs SET state = v.state,"
+    " result = CASE WHEN v.state = 'failed' THEN jobs.result ELSE v.result END,"
+    " error = v.error,"
+    " finished_at = CASE WHEN v.state = 'failed' THEN NULL ELSE clock_timestamp() END,"
+    " run_at = CASE WHEN v.state = 'failed'"
+    " THEN clock_timestamp() + make_interval(secs => v.delay) ELSE jobs.run_at END,"
+    " lease_expires_at = NULL"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[]), CAST(:states AS text[]),"
+    " CAST(:results AS text[]), CAST(:errors AS text[]), CAST(:delays AS float8[]))"
+    " AS v(id, attempt, state, result, error, delay)"
+    " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
+    # Steers the planner to the primary key even when its statistics are stale.
+    " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
+    " RETURNING jobs.id, jobs.attempt"
+)
+
+HEARTBEAT_GROUP = sa.text(
+    "UPDATE jobs SET heartbeat_at = clock_timestamp(),"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8))"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[])) AS v(id, attempt)"
+    " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
+    " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
+    " RETURNING jobs.id, jobs.attempt"
+)
+
+# One statement text for any number of hints (an IN list would be new SQL per length, parsed
+# and planned again each time); the paused check is correlated with the row's queue.
+CLAIM_HINTED = sa.text(
+    "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker_id = :worker,"
+    " started_at = clock_timestamp(), heartbeat_at = clock_timestamp(),"
+    " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8)),"
+    " finished_at = NULL"
+    " WHERE jobs.id IN (SELECT j.id FROM jobs AS j WHERE j.id = ANY(CAST(:ids AS bigint[]))"
+    " AND j.state = 'queued' AND j.run_at <= clock_timestamp()"
+    " AND j.queue = ANY(CAST(:queues AS text[]))"
+    " AND NOT EXISTS (SELECT 1 FROM paused_queues AS p WHERE p.queue = j.queue)"
+    " ORDER BY j.priority, j.run_at, j.id LIMIT :lim FOR UPDATE SKIP LOCKED)"
+    " RETURNING jobs.*"
+)
+
+# Starts and ends of attempts in one statement: a new attempt is inserted, an open one closed;
+# a closed one keeps its first end.
+UPSERT_ASSIGNMENTS = sa.text(
+    "INSERT INTO job_assignments (job_id, attempt, worker_id, started_at, ended_at, outcome)"
+    " SELECT v.job_id, v.attempt, v.worker_id, coalesce(v.started_at, clock_timestamp()),"
+    " CASE WHEN v.outcome IS NULL THEN NULL ELSE clock_timestamp() END, v.outcome"
+    " FROM json_to_recordset(CAST(:rows AS json)) AS v(job_id bigint, attempt int,"
+    " worker_id text, started_at timestamptz, outcome text)"
+    " ON CONFLICT (job_id, attempt) DO UPDATE SET outcome = excluded.outcome,"
+    " ended_at = excluded.ended_at"
+    " WHERE job_assignments.ended_at IS NULL AND excluded.outcome IS NOT NULL"
+)
