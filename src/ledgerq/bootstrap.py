@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import structlog
 
@@ -11,7 +11,7 @@ from ledgerq.config import Settings
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import Transport, Waker
+from ledgerq.core.ports import ControlChannel, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
@@ -192,6 +192,8 @@ def build_worker(
     """A worker wired to the store and transport of ``settings``; ``events`` (optional)
     receives its JobFinished events (metrics)."""
     transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
+    # A worker on Redis also takes stop requests from Redis (the database has them too).
+    control = cast("ControlChannel", transport) if isinstance(transport, _redis_class()) else None
     return Worker(
         store=parts.store,
         transport=transport,
@@ -201,7 +203,19 @@ def build_worker(
         repair=parts.repair,
         events=events,
         fleet_store=parts.fleet,
+        control=control,
     )
+
+
+def _redis_class() -> type:
+    from ledgerq.transport.redis import RedisTransport
+
+    return RedisTransport
+
+
+def control_channel(settings: Settings) -> RedisTransport | None:
+    """The Redis lane for stop requests when Redis is configured (operators' commands)."""
+    return redis_transport(settings) if settings.redis_url is not None else None
 
 
 def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:

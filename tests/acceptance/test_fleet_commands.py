@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Callable
 
 import pytest
 
 from tests.acceptance.conftest import Ledger, Procs
 from tests.helpers import wait_until
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -97,3 +99,34 @@ def test_health_exits_1_for_a_worker_alive_but_not_consuming(ledger: Make, procs
     assert as_json.returncode == 1 and json.loads(as_json.stdout)["healthy"] is False
     worker.signal(signal.SIGTERM)  # the blocked job is put back after the grace period
     assert worker.wait(20) == 0
+
+
+def test_stop_travels_through_redis_when_present(
+    ledger: Make, procs: Procs, redis_server: RedisServer
+) -> None:
+    db = ledger("sqlite")
+    # Heartbeats 20 s apart: through the database alone a stop would take up to 20 s.
+    slow_beat = {
+        "LEDGERQ_HEARTBEAT_INTERVAL": "20",
+        "LEDGERQ_WORKER_TTL": "60",
+        "LEDGERQ_REDIS_URL": redis_server.url,
+    }
+    workers = [procs.worker(db.url, env=slow_beat) for _ in range(2)]
+    rows = wait_until(
+        lambda: found if len(found := listed(procs, db)) == 2 else None,
+        timeout=30,
+        what="2 workers",
+    )
+    first = next(r for r in rows if r["pid"] == workers[0].pid)
+    asked_at = time.monotonic()
+    done = procs.run(
+        db.url, "worker", "stop", "--worker-id", str(first["worker_id"]), env=slow_beat
+    )
+    assert done.returncode == 0, done.stderr
+    assert workers[0].wait(10) == 0, workers[0].log()
+    assert time.monotonic() - asked_at < 10
+    assert "stop requested through Redis" in workers[0].log()
+    assert workers[1].running()
+    done = procs.run(db.url, "worker", "stop-all", "--graceful", env=slow_beat)
+    assert done.returncode == 0, done.stderr
+    assert workers[1].wait(10) == 0, workers[1].log()

@@ -138,6 +138,19 @@ class LedgerRepair(Protocol):
         """Delete finished jobs past their retention and unstarted jobs past ``expires_at``."""
 
 
+class ControlChannel(Protocol):
+    """A fast lane for fleet control messages (stop requests). The database stays the record:
+    a worker also sees every request at its next heartbeat, so a lost message costs time only."""
+
+    def publish_stop(self, *, worker_id: str | None, mode: str) -> None:
+        """Ask one worker (or, with None, every worker) to stop; ``mode`` is ``graceful`` or
+        ``immediate``. Raise ``TransportError`` if the message could not be sent."""
+
+    def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
+        """Call ``handler(worker_id, mode)`` for every stop message, from a thread of its own,
+        until the channel is closed."""
+
+
 class Waker(Protocol):
     """Something that tells an idle fetcher early that new jobs may be there."""
 

@@ -20,7 +20,14 @@ from ledgerq.core import errors, fleet
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import Job
 from ledgerq.core.operations import EventSink, JobFinished
-from ledgerq.core.ports import Completion, JobStore, LedgerRepair, Transport, WorkerStore
+from ledgerq.core.ports import (
+    Completion,
+    ControlChannel,
+    JobStore,
+    LedgerRepair,
+    Transport,
+    WorkerStore,
+)
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
@@ -92,6 +99,7 @@ class Worker:
         repair: LedgerRepair | None = None,
         events: EventSink | None = None,
         fleet_store: WorkerStore | None = None,
+        control: ControlChannel | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
         With ``fleet_store`` the worker registers, heartbeats, records health checks and its
@@ -103,6 +111,7 @@ class Worker:
         self.stats = WorkerStats()
         self._store = store
         self._transport = transport
+        self._control = control
         self._inflight: dict[int, JobContext] = {}
         self._lock = threading.Lock()
         self._stop_requested = False
@@ -172,6 +181,11 @@ class Worker:
         """Whether a stop was asked for."""
         return self._stop_requested
 
+    def _on_stop_message(self, worker_id: str | None, mode: str) -> None:
+        if worker_id is None or worker_id == self.id:
+            log.info("stop requested through Redis", mode=mode)
+            self.request_stop(immediate=mode == "immediate")
+
     def request_stop(self, *, immediate: bool = False) -> None:
         """Ask for a graceful stop; ``immediate`` skips the grace period. Signal-safe."""
         self._immediate = self._immediate or immediate
@@ -187,6 +201,8 @@ class Worker:
         )
         if self.membership is not None:
             self.membership.start()
+        if self._control is not None:
+            self._control.subscribe_stops(self._on_stop_message)
         self._completer.start()
         self._executor.start()
         self._heartbeater.start()

@@ -18,10 +18,11 @@ This is the only module that imports redis.
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -80,6 +81,7 @@ class RedisTransport:
         self.malformed_ids = 0
         """Popped members that were not job ids (dropped, never executed)."""
         self.pushed = 0
+        self._closed = threading.Event()
 
     def key(self, queue: str) -> str:
         """The sorted set of ``queue``'s hints."""
@@ -187,6 +189,45 @@ class RedisTransport:
         except _REDIS_ERRORS:
             pass  # a blocked pop on a dead server ends on its own
 
+    # -- control lane (stop requests) ------------------------------------------------------
+
+    @property
+    def control_channel(self) -> str:
+        """The pub/sub channel of stop requests in this namespace and database."""
+        return f"{self.prefix}:control"
+
+    def publish_stop(self, *, worker_id: str | None, mode: str) -> None:
+        """Publish a stop request (the database holds the same request)."""
+        message = json.dumps({"worker_id": worker_id, "mode": mode})
+        try:
+            self._client.publish(self.control_channel, message)
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis publish failed: {exc}") from exc
+
+    def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
+        """Deliver stop requests to ``handler`` from a daemon thread; resubscribes with backoff
+        after a Redis failure. Malformed messages are ignored."""
+        thread = threading.Thread(
+            target=self._listen_stops, args=(handler,), name="ledgerq-control", daemon=True
+        )
+        thread.start()
+
+    def _listen_stops(self, handler: Callable[[str | None, str], None]) -> None:
+        backoff = PROBE_FIRST_SECONDS
+        while not self._closed.is_set():
+            try:
+                pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+                pubsub.subscribe(self.control_channel)
+                backoff = PROBE_FIRST_SECONDS
+                while not self._closed.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None:
+                        _dispatch_stop(message.get("data"), handler)
+                pubsub.close()
+            except _REDIS_ERRORS:
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, PROBE_MAX_SECONDS)
+
     # -- health ----------------------------------------------------------------------------
 
     def ping(self) -> float:
@@ -228,7 +269,8 @@ class RedisTransport:
         return {q: int(n) for q, n in zip(queues, counts, strict=True)}
 
     def close(self) -> None:
-        """Release connections (and the fallback's)."""
+        """Release connections (and the fallback's); ends the control lane."""
+        self._closed.set()
         if self._fallback is not None:
             self._fallback.close()
         with contextlib.suppress(*_REDIS_ERRORS):
@@ -272,6 +314,17 @@ class RedisTransport:
                 else:
                     log.info("Redis answers again")
                 self.fallback_active = False
+
+
+def _dispatch_stop(data: Any, handler: Callable[[str | None, str], None]) -> None:
+    try:
+        message = json.loads(data)
+        worker_id, mode = message["worker_id"], message["mode"]
+    except (ValueError, TypeError, KeyError):
+        log.warning("ignored a malformed control message")
+        return
+    if mode in ("graceful", "immediate") and (worker_id is None or isinstance(worker_id, str)):
+        handler(worker_id, mode)
 
 
 def _member(job_id: int) -> bytes:

@@ -10,15 +10,30 @@ from typing import Any
 
 import click
 
+from ledgerq import bootstrap
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.cli.fleet_output import health_dict, verdict, worker_dict, workers_table
-from ledgerq.core import fleet
+from ledgerq.core import errors, fleet
 from ledgerq.store.fleet import SqlFleetAdmin
 
 
 def admin(cli: CliContext) -> SqlFleetAdmin:
     """The fleet store of the configured database."""
     return cli.app().parts.fleet
+
+
+def _announce_stop(cli: CliContext, worker_id: str | None, mode: fleet.StopMode) -> None:
+    """Also send the request over Redis when configured, so workers stop at once rather than
+    at their next heartbeat; the database already holds it, so a failure costs time only."""
+    channel = bootstrap.control_channel(cli.app().settings)
+    if channel is None:
+        return
+    try:
+        channel.publish_stop(worker_id=worker_id, mode=mode.value)
+    except errors.TransportError:
+        pass
+    finally:
+        channel.close()
 
 
 def _who(cli: CliContext) -> str:
@@ -118,6 +133,7 @@ def stop(cli: CliContext, worker_id: str, graceful: bool) -> int:
     mode = fleet.StopMode.GRACEFUL if graceful else fleet.StopMode.IMMEDIATE
     if admin(cli).request_stop(worker_id=worker_id, mode=mode) == 0:
         raise click.ClickException(f"no active worker {worker_id!r}")
+    _announce_stop(cli, worker_id, mode)
     click.echo(f"stop ({mode.value}) requested for {worker_id}")
     return 0
 
@@ -129,6 +145,7 @@ def stop_all(cli: CliContext, graceful: bool) -> int:
     """Ask every active worker to stop."""
     mode = fleet.StopMode.GRACEFUL if graceful else fleet.StopMode.IMMEDIATE
     asked = admin(cli).request_stop(worker_id=None, mode=mode)
+    _announce_stop(cli, None, mode)
     if cli.as_json:
         cli.emit_json({"stop_requested": asked, "mode": mode.value})
     else:
