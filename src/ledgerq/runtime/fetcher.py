@@ -99,9 +99,8 @@ class Fetcher:
                     hinted = True
                     outcome = self._fetch_hinted()
                     if outcome is not None:
-                        claimed, asked = outcome
                         backoff = 0.1
-                        backlog = asked > 0 and claimed > 0
+                        backlog = outcome
                         continue
                 claimed, asked = self._fetch_once()
                 backoff = 0.1
@@ -134,12 +133,13 @@ class Fetcher:
             self._transport.pull(queues=self._policy.queues, limit=0, timeout=wait)
         return False
 
-    def _fetch_hinted(self) -> tuple[int, int] | None:
-        """Claim the jobs whose ids the transport hands over; None when no hint came within
-        the poll interval (the caller then claims by query, the safety net for lost ids)."""
+    def _fetch_hinted(self) -> bool | None:
+        """Claim the jobs whose ids the transport hands over; return whether more seem to wait
+        (Redis handed over as many ids as asked for), or None when no hint came within the
+        poll interval (the caller then claims by query, the safety net for lost ids)."""
         limit = self._limit()
         if limit <= 0:
-            return 0, 0
+            return False
         wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
         ids = self._transport.pull(queues=self._policy.queues, limit=limit, timeout=wait)
         if not ids:
@@ -158,7 +158,7 @@ class Fetcher:
             if self._events is not None:
                 self._events.emit(HintsDropped(dropped))
         self._accept(jobs)
-        return len(jobs), limit
+        return len(ids) == limit and bool(jobs)
 
     def _batch_target(self) -> int:
         # With prefetch, claim once half the room is free, so the other half keeps the slots
