@@ -43,6 +43,10 @@ from ledgerq.runtime.stager import Stager
 log = structlog.get_logger("ledgerq.worker")
 
 
+#: Shortest window over which fair sharing compares rates: long enough that a worker that fell
+#: behind (less CPU for a while) catches up in jobs, not only in rate.
+PACE_WINDOW_SECONDS = 60.0
+
 #: Seconds between a worker's checks whether the ledger's tables need maintenance.
 MAINTAIN_INTERVAL_SECONDS = 15.0
 
@@ -157,7 +161,9 @@ class Worker:
             interval_seconds=options.heartbeat_interval_seconds,
             lease_seconds=options.lease_seconds,
         )
-        self._pacer = Pacer(window_seconds=max(10 * options.heartbeat_interval_seconds, 3.0))
+        self._pacer = Pacer(
+            window_seconds=max(12 * options.heartbeat_interval_seconds, PACE_WINDOW_SECONDS)
+        )
         self.membership = (
             Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
         )
