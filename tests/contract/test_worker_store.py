@@ -172,6 +172,36 @@ def test_orphaned_running_jobs_are_rescued_after_their_lease(
     assert forced.requeued == (other,)
 
 
+def test_a_lease_nobody_renews_is_rescued_even_from_an_active_worker(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    # A claim that committed while its reply was lost: the (alive, heartbeating) worker never
+    # learned it holds the job, so nobody renews its lease.
+    js, ws = stores
+    register(ws, "alive")
+    (stranded, held) = [r.job_id for r in js.insert_jobs([new(), new()])]
+    [lost] = js.claim_jobs(queues=["q"], worker_id="alive", limit=1, lease_seconds=0.2)
+    [kept] = js.claim_jobs(queues=["q"], worker_id="alive", limit=1, lease_seconds=600)
+    assert (lost.id, kept.id) == (stranded, held)
+    ws.heartbeat_worker("alive", PULSE)
+    # Its lease ran out, but not yet by a further TTL: left alone.
+    assert ws.fail_over_workers(ttl_seconds=30, detected_by="t") == []
+    (event,) = wait_until(
+        lambda: (
+            ws.heartbeat_worker("alive", PULSE)
+            and ws.fail_over_workers(ttl_seconds=0.5, detected_by="t")
+        ),
+        what="stranded job rescued",
+    )
+    assert event.requeued == (stranded,) and event.worker_id == "alive"
+    assert js.get_job(stranded).state is S.QUEUED
+    assert js.get_job(held).state is S.RUNNING  # renewed leases are never touched
+    assert ws.get_worker("alive").state is W.ACTIVE  # type: ignore[union-attr]
+    # A late write of the stranded attempt is refused.
+    done = js.complete_jobs([Completion(Claim(lost.id, lost.attempt), S.SUCCEEDED)])
+    assert done == [False] and js.get_job(stranded).state is S.QUEUED
+
+
 def test_concurrent_failovers_move_each_job_once(
     stores: tuple[SqlJobStore, SqlFleetAdmin],
 ) -> None:

@@ -43,6 +43,12 @@ def normalize_url(url: str) -> sa.URL:
     return parsed
 
 
+#: A ledger connection left idle inside a transaction this long is closed by the server, so a
+#: frozen process (SIGSTOP, a VM pause) cannot hold row locks that block the failover of its
+#: own jobs. The store's transactions never wait on the client for anywhere near this long.
+IDLE_IN_TRANSACTION_SECONDS = 5
+
+
 def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa.Engine:
     """Create an engine for ``url`` with ledgerq's per-dialect settings applied.
 
@@ -52,12 +58,13 @@ def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa
     """
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
-    if relaxed and backend == "postgresql":
+    if backend == "postgresql":
         existing = parsed.query.get("options", "")
         existing = existing if isinstance(existing, str) else " ".join(existing)
-        parsed = parsed.update_query_dict(
-            {"options": f"{existing} -csynchronous_commit=off".strip()}
-        )
+        extra = f"-cidle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}"
+        if relaxed:
+            extra += " -csynchronous_commit=off"
+        parsed = parsed.update_query_dict({"options": f"{existing} {extra}".strip()})
     # No pre-ping: it costs a round trip per checkout on the hot path. A dropped connection
     # fails one call (StoreUnavailable), SQLAlchemy discards the pool, and callers retry.
     options: dict[str, Any] = {"pool_recycle": 3600}
@@ -71,6 +78,10 @@ def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa
     if backend in ("mysql", "mariadb"):
         # READ COMMITTED avoids the gap locks that make SKIP LOCKED claims deadlock.
         options["isolation_level"] = "READ COMMITTED"
+    if backend == "mariadb":
+        # MariaDB's name for the same guard (MySQL has none).
+        timeout = f"SET SESSION idle_transaction_timeout = {IDLE_IN_TRANSACTION_SECONDS}"
+        options["connect_args"] = {"init_command": timeout}
     engine = sa.create_engine(parsed, **options)
     if backend == "sqlite":
         _configure_sqlite(engine)

@@ -68,7 +68,7 @@ class FailoverMixin(SqlTransactions):
             event = self._fail_over_one(str(worker_id), cutoff, detected_by)
             if event is not None:
                 events.append(event)
-        events.extend(self._rescue_orphans(detected_by, force=force))
+        events.extend(self._rescue_orphans(detected_by, force=force, ttl_seconds=ttl_seconds))
         return events
 
     def _fail_over_one(
@@ -97,16 +97,21 @@ class FailoverMixin(SqlTransactions):
                 conn, worker_id, detected_by, last_beat, requeued, dead, began
             )
 
-    def _rescue_orphans(self, detected_by: str, *, force: bool) -> list[fleet.FailoverEvent]:
-        """Running jobs whose worker is not an active registered worker: a worker that died
-        before registering, one deregistered by hand, or one failed over by an older run."""
+    def _rescue_orphans(
+        self, detected_by: str, *, force: bool, ttl_seconds: float
+    ) -> list[fleet.FailoverEvent]:
+        """Running jobs whose worker is not an active registered worker (one that died before
+        registering, was deregistered by hand, or was failed over by an older run) once their
+        lease expired; and running jobs whose lease nobody renewed for a further TTL, whoever
+        holds them: their owner does not know it has them (a claim committed while its reply
+        was lost to a dropped connection) or its lease renewal is stuck."""
+        d = self.dialect
         active = sa.select(queue_workers.c.id).where(queue_workers.c.state == W.ACTIVE.value)
-        orphaned = sa.and_(
-            jobs.c.state == S.RUNNING.value,
-            sa.or_(jobs.c.worker_id.is_(None), jobs.c.worker_id.not_in(active)),
-        )
+        not_active = sa.or_(jobs.c.worker_id.is_(None), jobs.c.worker_id.not_in(active))
+        abandoned = jobs.c.lease_expires_at < d.now_plus(sa.literal(-float(ttl_seconds)))
         if not force:
-            orphaned = sa.and_(orphaned, jobs.c.lease_expires_at < self.dialect.now())
+            not_active = sa.and_(not_active, jobs.c.lease_expires_at < d.now())
+        orphaned = sa.and_(jobs.c.state == S.RUNNING.value, sa.or_(not_active, abandoned))
         with self._read() as conn:
             owners: set[str | None] = set(
                 conn.execute(sa.select(jobs.c.worker_id).where(orphaned)).scalars()
