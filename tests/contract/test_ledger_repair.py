@@ -17,7 +17,7 @@ from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import idempotency_keys, jobs
 from tests.helpers import wait_until
 
 S = JobState
@@ -195,11 +195,18 @@ def test_purge_deletes_by_retention_and_expiry_only(
     age(engine, ok_old, finished_at=7200)
     age(engine, dead_old, finished_at=7200)
     age(engine, waiting, run_at=7200, created_at=7200)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with engine.begin() as conn:  # Idempotency-Keys of the HTTP API point at jobs
+        for key, job_id in (("k-old", ok_old), ("k-new", ok_new)):
+            row = {"key": key, "job_id": job_id, "request_hash": "h", "created_at": now}
+            conn.execute(sa.insert(idempotency_keys).values(row))
     purge = repair.purge_jobs(succeeded_after_seconds=3600, failed_after_seconds=3600, limit=100)
     assert (purge.succeeded, purge.failed, purge.expired) == ([ok_old], [dead_old], [expired])
     with engine.connect() as conn:
         left = set(conn.execute(sa.select(jobs.c.id)).scalars())
+        keys = set(conn.execute(sa.select(idempotency_keys.c.key)).scalars())
     assert left == {ok_new, waiting, not_yet}
+    assert keys == {"k-new"}  # a key goes with its job
 
 
 def test_exclusive_lock_admits_one_holder_at_a_time(

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
-from ledgerq.store.tables import jobs, paused_queues
+from ledgerq.store.tables import idempotency_keys, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
@@ -159,5 +159,9 @@ class SqlLedgerRepair(SqlTransactions):
                         conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(ids))).scalars()
                     )
                     ids = [i for i in ids if i not in still]
+                    # An Idempotency-Key answers with its job; once the job is gone, so is it.
+                    conn.execute(
+                        sa.delete(idempotency_keys).where(idempotency_keys.c.job_id.in_(ids))
+                    )
                 deleted[reason] = ids
         return Purge(**deleted)
