@@ -107,3 +107,31 @@ def test_health_checks_record_the_redis_round_trip(app: LedgerQ) -> None:
 
         latency = wait_until(transport_latency, timeout=15, what="a health check with Redis")
     assert 0 < latency < 1000
+
+
+def test_jobs_put_back_by_a_failover_are_announced(app: LedgerQ, redis_server: RedisServer) -> None:
+    from ledgerq.core.fleet import Registration
+
+    # A worker that claimed a job and died: registered once, never heartbeating again.
+    app.parts.fleet.register_worker(Registration("ghost:1:a", "ghost", 1, ("default",), 1, "t"))
+    [held] = app.client.enqueue([app.client.build("work", (7,))])
+    with redis_server.client() as raw:
+        raw.delete("it:0:queue:default")  # the ghost had popped its id
+    [claimed] = app.parts.store.claim_jobs(
+        queues=["default"], worker_id="ghost:1:a", limit=1, lease_seconds=1
+    )
+    assert claimed.id == held.job_id
+    # A 60 s poll interval: without the announcement the survivor would see the job only
+    # when its idle pull gives up (or the reconciler re-sends it), far beyond this deadline.
+    with running_worker(
+        app,
+        concurrency=1,
+        poll_interval_seconds=60.0,
+        heartbeat_interval_seconds=0.2,
+        lease_seconds=1.0,
+        failover_check_interval_seconds=0.2,
+        reconcile=False,
+    ):
+        wait_until(lambda: app.ran == [7], timeout=10, what="the failed-over job ran")  # type: ignore[attr-defined]
+    job = app.client.get(held.job_id)
+    assert (job.state.value, job.attempt) == ("succeeded", 2)

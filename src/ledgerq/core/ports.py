@@ -97,6 +97,9 @@ class JobStore(Protocol):
     def retry_job(self, job_id: int) -> Job:
         """Queue a failed, dead or cancelled job again now."""
 
+    def hints_for(self, job_ids: Sequence[int]) -> list[JobHint]:
+        """Hints of those of ``job_ids`` that are ``queued`` now (to announce them)."""
+
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""
 

@@ -30,11 +30,13 @@ class Lifeline:
         ttl_seconds: float,
         interval_seconds: float,
         seconds_since_outage: Callable[[], float] = lambda: float("inf"),
+        on_requeued: Callable[[list[int]], None] = lambda _ids: None,
     ) -> None:
         """``seconds_since_outage`` tells how long ago this worker last failed to reach the
         database; within one TTL of that the lifeline holds back."""
         self._store = store
         self._since_outage = seconds_since_outage
+        self._on_requeued = on_requeued
         self._worker_id = worker_id
         self._ttl = ttl_seconds
         self._interval = interval_seconds
@@ -64,6 +66,11 @@ class Lifeline:
                 dead_jobs=len(event.dead),
                 took_ms=round(event.duration_ms, 1),
             )
+        requeued = [job_id for event in events for job_id in event.requeued]
+        if requeued:
+            # With Redis, workers wait for ids: announce the jobs, or they wait for the
+            # reconciler's REQUEUE_AFTER while every worker is busy.
+            self._on_requeued(requeued)
         return len(events)
 
     def _run(self) -> None:

@@ -61,6 +61,7 @@ class Membership:
             ttl_seconds=options.lease_seconds,
             interval_seconds=options.failover_check_interval_seconds,
             seconds_since_outage=self.registrar.seconds_since_failure,
+            on_requeued=member.announce_requeued,
         )
         self.recorder = Recorder(store)
 

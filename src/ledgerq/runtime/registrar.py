@@ -39,6 +39,9 @@ class Member(Protocol):
     def share_with_peers(self, peers_per_slot: float | None) -> None:
         """Adjust the claim pace to the peers' mean rate per slot (None: no peers)."""
 
+    def announce_requeued(self, job_ids: list[int]) -> None:
+        """Send the ids of jobs a failover put back to the transport (best effort)."""
+
     def transport_round_trip_ms(self) -> float | None:
         """Round trip to the transport's server (Redis) in ms; None without one or when down."""
 

@@ -348,6 +348,13 @@ class Worker:
         rate = self._pacer.sample(done)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
 
+    def announce_requeued(self, job_ids: list[int]) -> None:
+        """Announce jobs a failover put back (they are in the ledger whatever happens)."""
+        try:
+            self._transport.push(self._store.hints_for(job_ids))
+        except (errors.StoreError, errors.TransportError) as exc:
+            log.warning("could not announce failed-over jobs", error=str(exc))
+
     def transport_round_trip_ms(self) -> float | None:
         """Round trip to Redis in ms (None with polling, or while Redis does not answer)."""
         seconds = self._transport.round_trip_seconds()

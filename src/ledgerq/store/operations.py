@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ledgerq.core import errors
-from ledgerq.core.job import Job
+from ledgerq.core.job import Job, JobHint
 from ledgerq.core.states import FINISHED, UNFINISHED, JobState
 from ledgerq.store.tables import jobs
 from ledgerq.store.transactions import SqlTransactions
@@ -81,6 +81,17 @@ class SqlJobOperations(SqlTransactions):
                 ).scalar_one()
                 d.notify(conn, {queue})
         return self.get_job(job_id)
+
+    def hints_for(self, job_ids: Sequence[int]) -> list[JobHint]:
+        """Hints of those of ``job_ids`` that are queued now."""
+        if not job_ids:
+            return []
+        stmt = sa.select(jobs.c.id, jobs.c.queue, jobs.c.priority).where(
+            jobs.c.id.in_(list(job_ids)), jobs.c.state == S.QUEUED.value
+        )
+        with self._read() as conn:
+            rows: Sequence[Any] = conn.execute(stmt).all()
+        return [JobHint(int(i), str(q), int(p)) for i, q, p in rows]
 
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""
