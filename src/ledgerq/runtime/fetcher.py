@@ -126,6 +126,10 @@ class Fetcher:
                 self._store.stage_due_jobs()
                 return False
             if not self._retry_due_soon():
+                # The stager thread may have queued a retry between our last claim and the
+                # retry check (its row then looked locked to our own staging): claim once more.
+                if self._fetch_once()[0]:
+                    return False
                 log.info("burst: queues are empty, stopping")
                 return True
         if not hinted:
