@@ -3,6 +3,7 @@ up in multiprocess mode; a worker's --health-port serves /health/live and /metri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ledgerq.core.states import JobState
 from tests.admin.conftest import ADMIN, READ, Served
 from tests.helpers import running_worker, wait_until
+from tests.redis_server import RedisServer
 
 CLI = (sys.executable, "-m", "ledgerq.cli.main")
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +32,26 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+@contextlib.contextmanager
+def health_worker(url: str, tmp_path: Path, *args: str, **env: str) -> Iterator[str]:
+    """A ``worker start --health-port 0`` subprocess of the admin tasks on ``url``; yields the
+    base URL of its health server and stops it gracefully (exit 0) at the end."""
+    full_env = {**os.environ, "LEDGERQ_DATABASE_URL": url, "LEDGERQ_LOG_FORMAT": "json", **env}
+    full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = tmp_path / "worker.log"
+    command = [*CLI, "--app", "tests.admin.tasks_app:app", "worker", "start", "--health-port", "0"]
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([*command, *args], cwd=ROOT, env=full_env, stderr=stderr)
+    try:
+        found = wait_until(
+            lambda: re.search(r'"port": (\d+)', log.read_text()), what="health port logged"
+        )
+        yield f"http://127.0.0.1:{found.group(1)}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()[-2000:]
 
 
 def test_scrape_parses_and_matches_the_database(served: Served) -> None:
@@ -125,37 +148,25 @@ def test_worker_health_port_serves_live_and_metrics(
 
     app = make_app(database_url=url)
     app.client.enqueue([app.client.build("admin.add", [1, 2]) for _ in range(2)])
-    env = {**os.environ, "LEDGERQ_DATABASE_URL": url, "LEDGERQ_LOG_FORMAT": "json"}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    log = tmp_path / "worker.log"
-    command = [*CLI, "--app", "tests.admin.tasks_app:app", "worker", "start"]
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [*command, "--health-port", "0", "--poll-interval", "0.05"],
-            cwd=ROOT,
-            env=env,
-            stderr=stderr,
-        )
+    labels = (("outcome", "succeeded"), ("queue", "default"), ("task", "admin.add"))
     try:
-        found = wait_until(
-            lambda: re.search(r'"port": (\d+)', log.read_text()), what="health port logged"
-        )
-        base = f"http://127.0.0.1:{found.group(1)}"
-        with urllib.request.urlopen(f"{base}/health/live", timeout=5) as live:
-            assert live.status == 200
-        wait_until(lambda: len(app.client.list(state=JobState.SUCCEEDED)) == 2, what="jobs done")
-        labels = (("outcome", "succeeded"), ("queue", "default"), ("task", "admin.add"))
+        with health_worker(url, tmp_path, "--poll-interval", "0.05") as base:
+            with urllib.request.urlopen(f"{base}/health/live", timeout=5) as live:
+                assert live.status == 200
+            wait_until(
+                lambda: len(app.client.list(state=JobState.SUCCEEDED)) == 2, what="jobs done"
+            )
 
-        def scrape() -> float:
-            with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
-                return samples(response.read().decode()).get(("jobs_processed_total", labels), 0)
+            def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+                with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+                    return samples(response.read().decode())
 
-        assert wait_until(lambda: scrape() == 2.0, what="processed jobs scraped")
-        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
-            assert ("worker_cpu_usage_percent", ()) in samples(response.read().decode())
+            assert wait_until(
+                lambda: scrape().get(("jobs_processed_total", labels), 0) == 2.0,
+                what="processed jobs scraped",
+            )
+            assert ("worker_cpu_usage_percent", ()) in scrape()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, log.read_text()[-2000:]
         app.close()
 
 
@@ -178,33 +189,11 @@ def test_reconciler_and_dropped_hints_are_counted() -> None:
 
 
 def test_worker_reports_transport_fallback_while_redis_is_down(
-    make_database_url: object, tmp_path: Path, redis_server: object
+    make_database_url: object, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    from tests.redis_server import RedisServer
-
-    assert isinstance(redis_server, RedisServer)
     url = make_database_url("sqlite")  # type: ignore[operator]
-    env = {
-        **os.environ,
-        "LEDGERQ_DATABASE_URL": url,
-        "LEDGERQ_REDIS_URL": redis_server.url,
-        "LEDGERQ_LOG_FORMAT": "json",
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    log = tmp_path / "worker.log"
-    command = [*CLI, "--app", "tests.admin.tasks_app:app", "worker", "start"]
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [*command, "--health-port", "0", "--poll-interval", "0.2"],
-            cwd=ROOT,
-            env=env,
-            stderr=stderr,
-        )
-    try:
-        found = wait_until(
-            lambda: re.search(r'"port": (\d+)', log.read_text()), what="health port logged"
-        )
-        base = f"http://127.0.0.1:{found.group(1)}"
+    redis_env = {"LEDGERQ_REDIS_URL": redis_server.url}
+    with health_worker(url, tmp_path, "--poll-interval", "0.2", **redis_env) as base:
 
         def fallback() -> float:
             with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
@@ -215,6 +204,3 @@ def test_worker_reports_transport_fallback_while_redis_is_down(
         wait_until(lambda: fallback() == 1, timeout=10, what="fallback reported")
         redis_server.start()
         wait_until(lambda: fallback() == 0, timeout=20, what="back on Redis")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, log.read_text()[-2000:]
