@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import secrets
+from typing import TYPE_CHECKING
 
 import click
 import structlog
 
 from ledgerq import operations
-from ledgerq.admin.app import HttpApp, create_app
-from ledgerq.admin.auth import TokenAuth
-from ledgerq.admin.deps import AdminDeps
-from ledgerq.admin.server import AdminServer, check_bind
-from ledgerq.application import LedgerQ
 from ledgerq.cli.context import CliContext, pass_cli
+
+if TYPE_CHECKING:
+    from ledgerq.admin.app import HttpApp
+    from ledgerq.application import LedgerQ
 
 log = structlog.get_logger("ledgerq.serve")
 #: Shorter tokens are accepted with a warning (e.g. ``secrets.token_urlsafe(32)`` gives 43).
@@ -23,6 +23,12 @@ MIN_TOKEN_CHARS = 16
 def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str]) -> HttpApp:
     """The HTTP application of ``app``: its Client (enqueues counted in metrics), queue
     controls, readiness probes and metrics; tokens are hashed by ``TokenAuth``."""
+    # Imported here, not at the top: every other command (a worker above all) would otherwise
+    # pay for importing FastAPI at start-up.
+    from ledgerq.admin.app import create_app
+    from ledgerq.admin.auth import TokenAuth
+    from ledgerq.admin.deps import AdminDeps
+
     settings = app.settings
     ops = operations.build_operations(settings, app.parts)
     deps = AdminDeps(
@@ -45,6 +51,8 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
 def command(cli: CliContext, host: str, port: int) -> int:
     """Serve the HTTP API and dashboard. Binding anything but loopback needs
     LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
+    from ledgerq.admin.server import AdminServer, check_bind
+
     app = cli.app()
     admin_tokens = operations.split_tokens(app.settings.api_token)
     read_tokens = operations.split_tokens(app.settings.api_read_token)
