@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -19,6 +19,7 @@ from ledgerq.core.job import EnqueueResult
 from ledgerq.core.operations import EventSink
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.runtime.locks import HeldLock, Locks
 from ledgerq.runtime.worker import Worker
 
 P = ParamSpec("P")
@@ -125,6 +126,7 @@ class LedgerQ:
         self.registry = TaskRegistry()
         self._parts: bootstrap.Parts | None = None
         self._client: Client | None = None
+        self._locks: Locks | None = None
 
     def reconfigure(self, **overrides: Any) -> None:
         """Replace settings before the first connection (used for CLI flags such as
@@ -160,6 +162,22 @@ class LedgerQ:
     def jobs(self) -> Client:
         """``app.jobs.get(id)``, ``.list(state=...)``, ``.cancel(id)``, ``.retry(id)``."""
         return self.client
+
+    @property
+    def locks(self) -> Locks:
+        """Distributed locks with fencing tokens (see ``lock``); created on first use."""
+        if self._locks is None:
+            self._locks = bootstrap.build_locks(self.settings, self.parts)
+        return self._locks
+
+    def lock(
+        self, name: str, *, ttl: float, timeout: float | None = None, owner: str | None = None
+    ) -> AbstractContextManager[HeldLock]:
+        """``with app.lock("name", ttl=30) as lock:`` holds a fleet-wide lock for the block.
+        ``lock.token`` is its fencing token, ``lock.renew()`` extends it, ``lock.guard(tx)``
+        fences a write. Waits up to ``timeout`` seconds (None: without limit, 0: one try),
+        then raises ``LockUnavailable``."""
+        return self.locks.hold(name, ttl=ttl, timeout=timeout, owner=owner)
 
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
@@ -244,6 +262,9 @@ class LedgerQ:
 
     def close(self) -> None:
         """Release database connections."""
+        if self._locks is not None:
+            self._locks.manager.close()
+            self._locks = None
         if self._parts is not None:
             self._parts.close()
             self._parts = None
