@@ -18,6 +18,7 @@ from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
 from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.lock_admin import SqlLockAdmin
 from ledgerq.store.queues import SqlQueueControls, pool_usage
 
 
@@ -84,6 +85,11 @@ class Operations:
 def queue_controls(parts: Parts) -> SqlQueueControls:
     """Pause and resume queues on the ledger of ``parts``."""
     return SqlQueueControls(parts.store.engine)
+
+
+def lock_admin(parts: Parts) -> SqlLockAdmin:
+    """List and clear the fleet's distributed locks on the ledger of ``parts``."""
+    return SqlLockAdmin(parts.store.engine)
 
 
 def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = True) -> Operations:
