@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ JOB_OPTIONS = frozenset(
         "delay",
         "run_at",
         "dedupe_key",
+        "dedupe_for",
         "max_attempts",
         "timeout",
         "held",
@@ -67,6 +68,7 @@ class Task(Generic[P, R]):
         delay: float = 0.0,
         run_at: datetime | None = None,
         dedupe_key: str | None = None,
+        dedupe_for: float | timedelta | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
         held: bool = False,
@@ -75,7 +77,10 @@ class Task(Generic[P, R]):
         **kwargs: Any,
     ) -> EnqueueResult:
         """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request.
-        ``expires_at``: a job not started by then is deleted by the reconciler."""
+        ``expires_at``: a job not started by then is deleted by the reconciler.
+        ``dedupe_key``: while a job with the key is unfinished (or, with ``dedupe_for``
+        seconds, within that window after this enqueue) the result is that job's id with
+        ``duplicate=True`` and nothing new is stored."""
         job = self.app.client.build(
             self.spec,
             args,
@@ -85,6 +90,7 @@ class Task(Generic[P, R]):
             delay=delay,
             run_at=run_at,
             dedupe_key=dedupe_key,
+            dedupe_for=dedupe_for,
             max_attempts=max_attempts,
             timeout=timeout,
             held=held,
@@ -100,10 +106,18 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         tx: object | None = None,
+        dedupe_keys: Sequence[str | None] | None = None,
+        dedupe_for: float | timedelta | None = None,
     ) -> list[EnqueueResult]:
         """Create one job per item (a tuple of positional or a dict of keyword arguments) in
-        one bulk insert; if any item is invalid nothing is stored."""
+        one bulk insert; if any item is invalid nothing is stored. ``dedupe_keys`` (one per
+        item, None for none) and ``dedupe_for`` work as in ``enqueue``; a key repeated within
+        the batch makes the later item a duplicate of the first."""
         client = self.app.client
+        calls = list(calls)
+        keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(calls)
+        if len(keys) != len(calls):
+            raise errors.InvalidJob(f"{len(keys)} dedupe_keys for {len(calls)} calls")
         jobs = [
             client.build(
                 self.spec,
@@ -112,8 +126,10 @@ class Task(Generic[P, R]):
                 delay=delay,
                 priority=priority,
                 queue=queue,
+                dedupe_key=key,
+                dedupe_for=dedupe_for if key is not None else None,
             )
-            for call in calls
+            for call, key in zip(calls, keys, strict=True)
         ]
         return client.enqueue(jobs, tx=tx) if jobs else []
 
