@@ -123,6 +123,7 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
                 pool_usage=lambda: pool_usage(parts.store.engine),
                 transport_fallback=redis_down,
                 failover_events=parts.fleet.count_failover_events,
+                locks_held=lock_admin(parts).count_held_locks,
             )
         )
     return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)
