@@ -17,6 +17,7 @@ from ledgerq.store.engine import create_engine
 from ledgerq.store.locks import SqlLocks
 from ledgerq.transport.redis_locks import RedisLockManager
 from tests.helpers import wait_until
+from tests.redis_server import RedisServer
 
 business = sa.MetaData()
 #: A stand-in for the application's own data, written only under a valid lease.
@@ -170,3 +171,29 @@ def test_concurrent_contenders_never_overlap_and_tokens_grow(locks: Locks) -> No
     assert overlaps == []
     assert len(tokens) == 4 * rounds
     assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+def test_redis_tokens_survive_a_flush_and_the_old_holder_is_fenced(
+    engine: sa.Engine, redis_server: RedisServer
+) -> None:
+    """Redis loses every key: a new holder gets the lock at once, with a higher token from
+    the ledger, and the holder that lost its key can neither renew nor write."""
+    ledger = SqlLocks(engine)
+    manager = RedisLockManager(redis_server.url, namespace="flush", counter=ledger)
+    locks = Locks(manager, ledger, owner="tester")
+    try:
+        old = locks.acquire("flushed", ttl=60, owner="old")
+        assert old is not None
+        with redis_server.client() as raw:
+            raw.flushall()
+        new = locks.acquire("flushed", ttl=60, owner="new")
+        assert new is not None and new.token > old.token
+        with pytest.raises(errors.LeaseLost):
+            old.renew()
+        with pytest.raises(errors.LeaseLost):
+            guarded_write(engine, old, "old")
+        assert old.release() is False
+        guarded_write(engine, new, "new")
+        assert writes(engine) == [("new", new.token)]
+    finally:
+        manager.close()
