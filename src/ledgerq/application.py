@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
@@ -19,6 +19,7 @@ from ledgerq.core.job import EnqueueResult
 from ledgerq.core.operations import EventSink
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.runtime.locks import HeldLock, Locks
 from ledgerq.runtime.worker import Worker
 
 P = ParamSpec("P")
@@ -32,6 +33,7 @@ JOB_OPTIONS = frozenset(
         "delay",
         "run_at",
         "dedupe_key",
+        "dedupe_for",
         "max_attempts",
         "timeout",
         "held",
@@ -66,6 +68,7 @@ class Task(Generic[P, R]):
         delay: float = 0.0,
         run_at: datetime | None = None,
         dedupe_key: str | None = None,
+        dedupe_for: float | timedelta | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
         held: bool = False,
@@ -74,7 +77,10 @@ class Task(Generic[P, R]):
         **kwargs: Any,
     ) -> EnqueueResult:
         """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request.
-        ``expires_at``: a job not started by then is deleted by the reconciler."""
+        ``expires_at``: a job not started by then is deleted by the reconciler.
+        ``dedupe_key``: while a job with the key is unfinished (or, with ``dedupe_for``
+        seconds, within that window after this enqueue) the result is that job's id with
+        ``duplicate=True`` and nothing new is stored."""
         job = self.app.client.build(
             self.spec,
             args,
@@ -84,6 +90,7 @@ class Task(Generic[P, R]):
             delay=delay,
             run_at=run_at,
             dedupe_key=dedupe_key,
+            dedupe_for=dedupe_for,
             max_attempts=max_attempts,
             timeout=timeout,
             held=held,
@@ -99,10 +106,18 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         tx: object | None = None,
+        dedupe_keys: Sequence[str | None] | None = None,
+        dedupe_for: float | timedelta | None = None,
     ) -> list[EnqueueResult]:
         """Create one job per item (a tuple of positional or a dict of keyword arguments) in
-        one bulk insert; if any item is invalid nothing is stored."""
+        one bulk insert; if any item is invalid nothing is stored. ``dedupe_keys`` (one per
+        item, None for none) and ``dedupe_for`` work as in ``enqueue``; a key repeated within
+        the batch makes the later item a duplicate of the first."""
         client = self.app.client
+        calls = list(calls)
+        keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(calls)
+        if len(keys) != len(calls):
+            raise errors.InvalidJob(f"{len(keys)} dedupe_keys for {len(calls)} calls")
         jobs = [
             client.build(
                 self.spec,
@@ -111,8 +126,10 @@ class Task(Generic[P, R]):
                 delay=delay,
                 priority=priority,
                 queue=queue,
+                dedupe_key=key,
+                dedupe_for=dedupe_for if key is not None else None,
             )
-            for call in calls
+            for call, key in zip(calls, keys, strict=True)
         ]
         return client.enqueue(jobs, tx=tx) if jobs else []
 
@@ -125,6 +142,7 @@ class LedgerQ:
         self.registry = TaskRegistry()
         self._parts: bootstrap.Parts | None = None
         self._client: Client | None = None
+        self._locks: Locks | None = None
 
     def reconfigure(self, **overrides: Any) -> None:
         """Replace settings before the first connection (used for CLI flags such as
@@ -160,6 +178,22 @@ class LedgerQ:
     def jobs(self) -> Client:
         """``app.jobs.get(id)``, ``.list(state=...)``, ``.cancel(id)``, ``.retry(id)``."""
         return self.client
+
+    @property
+    def locks(self) -> Locks:
+        """Distributed locks with fencing tokens (see ``lock``); created on first use."""
+        if self._locks is None:
+            self._locks = bootstrap.build_locks(self.settings, self.parts)
+        return self._locks
+
+    def lock(
+        self, name: str, *, ttl: float, timeout: float | None = None, owner: str | None = None
+    ) -> AbstractContextManager[HeldLock]:
+        """``with app.lock("name", ttl=30) as lock:`` holds a fleet-wide lock for the block.
+        ``lock.token`` is its fencing token, ``lock.renew()`` extends it, ``lock.guard(tx)``
+        fences a write. Waits up to ``timeout`` seconds (None: without limit, 0: one try),
+        then raises ``LockUnavailable``."""
+        return self.locks.hold(name, ttl=ttl, timeout=timeout, owner=owner)
 
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
@@ -244,6 +278,9 @@ class LedgerQ:
 
     def close(self) -> None:
         """Release database connections."""
+        if self._locks is not None:
+            self._locks.manager.close()
+            self._locks = None
         if self._parts is not None:
             self._parts.close()
             self._parts = None

@@ -13,11 +13,13 @@ from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import ControlChannel, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.locks import SqlLocks
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.transport.polling import PollingTransport
 
@@ -240,3 +242,19 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
     if values["prefetch"] is None:
         values["prefetch"] = values["concurrency"]
     return WorkerOptions(**values)  # type: ignore[arg-type]
+
+
+def build_locks(settings: Settings, parts: Parts) -> Locks:
+    """``app.lock``'s implementation: the ledger's table, or Redis keys with the ledger's
+    fencing counter (``LOCKS_BACKEND=redis``, which needs ``REDIS_URL``)."""
+    ledger = SqlLocks(parts.store.engine)
+    if settings.locks_backend == "database":
+        return Locks(ledger, ledger)
+    if settings.redis_url is None:
+        raise errors.ConfigError("LEDGERQ_LOCKS_BACKEND=redis needs LEDGERQ_REDIS_URL")
+    from ledgerq.transport.redis_locks import RedisLockManager
+
+    manager = RedisLockManager(
+        settings.redis_url.get_secret_value(), namespace=settings.namespace, counter=ledger
+    )
+    return Locks(manager, ledger)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ledgerq.core import errors
@@ -14,6 +14,7 @@ from ledgerq.core.job import (
     Job,
     JobHint,
     NewJob,
+    check_dedupe_window,
     check_delay,
     check_queue_name,
 )
@@ -56,12 +57,15 @@ class Client:
         delay: float = 0.0,
         run_at: datetime | None = None,
         dedupe_key: str | None = None,
+        dedupe_for: float | timedelta | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
         held: bool = False,
         expires_at: datetime | None = None,
     ) -> NewJob:
-        """Validate one job request; raise an ``InvalidJob`` subclass or ``TaskNotRegistered``."""
+        """Validate one job request; raise an ``InvalidJob`` subclass or ``TaskNotRegistered``.
+        ``dedupe_for`` keeps ``dedupe_key`` taken for that window after the enqueue, even once
+        the job finished (see docs/coordination.md)."""
         spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
         check_delay(delay)
         if priority is not None and not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
@@ -83,6 +87,7 @@ class Client:
             delay_seconds=delay,
             run_at=run_at,
             dedupe_key=dedupe_key,
+            dedupe_for_seconds=check_dedupe_window(dedupe_for, dedupe_key),
             timeout_seconds=timeout,
             held=held,
             expires_at=expires_at,

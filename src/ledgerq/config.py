@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     """Read-only bearer token(s) of the HTTP API, comma-separated. Defaults to unset."""
     max_payload_bytes: int = Field(default=256 * 1024, ge=64, le=64 * 1024 * 1024)
     """Largest encoded job arguments, in bytes. Defaults to 262144."""
+    locks_backend: Literal["database", "redis"] = "database"
+    """Where ``app.lock`` keeps locks: the ``distributed_locks`` table, or Redis keys (needs
+    ``REDIS_URL``); fencing tokens come from the database either way. Defaults to database."""
 
     @field_validator("queues", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
 from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.lock_admin import SqlLockAdmin
 from ledgerq.store.queues import SqlQueueControls, pool_usage
 
 
@@ -86,6 +87,11 @@ def queue_controls(parts: Parts) -> SqlQueueControls:
     return SqlQueueControls(parts.store.engine)
 
 
+def lock_admin(parts: Parts) -> SqlLockAdmin:
+    """List and clear the fleet's distributed locks on the ledger of ``parts``."""
+    return SqlLockAdmin(parts.store.engine)
+
+
 def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = True) -> Operations:
     """Queue controls on the ledger's engine, the readiness probes of ``settings`` (database,
     migrations, Redis when configured) and this process's metrics. ``ledger_gauges`` adds the
@@ -117,6 +123,7 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
                 pool_usage=lambda: pool_usage(parts.store.engine),
                 transport_fallback=redis_down,
                 failover_events=parts.fleet.count_failover_events,
+                locks_held=lock_admin(parts).count_held_locks,
             )
         )
     return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)

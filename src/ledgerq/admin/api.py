@@ -98,6 +98,7 @@ def enqueue_job(
         run_at=_check_run_at(body.run_at),
         # The key also dedupes concurrent first requests while the job is unfinished.
         dedupe_key=body.dedupe_key or (f"idem:{idempotency_key}" if idempotency_key else None),
+        dedupe_for=body.dedupe_for,
         max_attempts=body.max_attempts,
         timeout=body.timeout,
         held=body.held,

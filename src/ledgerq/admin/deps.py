@@ -11,6 +11,7 @@ from typing import Any
 
 from ledgerq.client import Client
 from ledgerq.core.job import Job
+from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
 
 #: Argument names whose values never leave the server unmasked.
@@ -28,6 +29,7 @@ class AdminDeps:
     fleet: FleetView
     probes: Sequence[HealthProbe]
     render_metrics: Callable[[], tuple[bytes, str]]
+    locks: LockAdmin | None = None
 
 
 def mask_secrets(value: Any) -> Any:

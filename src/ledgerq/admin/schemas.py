@@ -27,6 +27,13 @@ class EnqueueRequest(BaseModel):
     delay: float = Field(default=0.0, ge=0, le=MAX_DELAY_SECONDS, description="Seconds.")
     run_at: datetime | None = Field(default=None, description="Aware time; instead of delay.")
     dedupe_key: str | None = Field(default=None, min_length=1, max_length=255, pattern=KEY_PATTERN)
+    dedupe_for: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DELAY_SECONDS,
+        description="Seconds the dedupe_key stays taken after this enqueue, even once the job"
+        " finished (needs dedupe_key).",
+    )
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: float | None = Field(default=None, gt=0, le=7 * 86400, description="Seconds.")
     held: bool = Field(default=False, description="Wait for an explicit start.")
@@ -72,7 +79,10 @@ class EnqueueResponse(BaseModel):
     """The job an enqueue produced or found."""
 
     id: int
-    duplicate: bool = Field(description="An unfinished job held the dedupe key already.")
+    duplicate: bool = Field(
+        description="A job held the dedupe key already (unfinished, or within its dedupe_for"
+        " window); id is that job's."
+    )
     replayed: bool = Field(description="The Idempotency-Key was seen before.")
     job: JobOut
 

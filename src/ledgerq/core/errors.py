@@ -9,6 +9,8 @@ LedgerqError
 │   └── InvalidTransition  the job's state does not allow the requested move
 ├── TransportError         the transport (e.g. Redis) failed; the worker degrades to polling
 ├── LeaseLost              a lock or lease expired while held
+├── LockUnavailable        a lock could not be taken within the wait asked for
+├── InvalidLock            a bad lock name or TTL
 ├── TaskNotRegistered      no task of that name in the application's registry
 ├── AppNotFound            ``--app module:attribute`` does not name a LedgerQ application
 └── InvalidJob             a job request was rejected before anything was stored
@@ -60,6 +62,10 @@ class LeaseLost(LedgerqError):
     """A lease or lock expired or was taken over while held."""
 
 
+class LockUnavailable(LedgerqError):
+    """Another holder kept the lock for the whole wait that was asked for."""
+
+
 class TaskNotRegistered(LedgerqError):
     """No task of that name is registered with the application."""
 
@@ -86,3 +92,7 @@ class InvalidQueueName(InvalidJob):
 
 class InvalidSchedule(InvalidJob):
     """A negative or absurd delay, or an unusable run_at."""
+
+
+class InvalidLock(LedgerqError):
+    """A lock name or TTL that cannot work."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ledgerq.core import errors
@@ -39,6 +39,23 @@ def check_delay(delay_seconds: float) -> float:
     return float(delay_seconds)
 
 
+def check_dedupe_window(
+    dedupe_for: float | timedelta | None, dedupe_key: str | None
+) -> float | None:
+    """Return a ``dedupe_for`` window (seconds or a timedelta) in seconds, or None; raise
+    ``InvalidJob`` unless it is positive, at most a year and comes with a ``dedupe_key``."""
+    if dedupe_for is None:
+        return None
+    seconds = dedupe_for.total_seconds() if isinstance(dedupe_for, timedelta) else dedupe_for
+    if not isinstance(seconds, int | float) or seconds != seconds:
+        raise errors.InvalidJob(f"dedupe_for must be seconds or a timedelta, got {dedupe_for!r}")
+    if dedupe_key is None:
+        raise errors.InvalidJob("dedupe_for needs a dedupe_key")
+    if not 0 < seconds <= MAX_DELAY_SECONDS:
+        raise errors.InvalidJob(f"dedupe_for must be over 0 s and at most a year, got {seconds}")
+    return float(seconds)
+
+
 def as_utc(value: datetime) -> datetime:
     """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
     if value.tzinfo is None:
@@ -62,6 +79,8 @@ class NewJob:
     held: bool = False
     expires_at: datetime | None = None
     """Deadline to start by: a job still waiting then is deleted by the reconciler."""
+    dedupe_for_seconds: float | None = None
+    """Keep ``dedupe_key`` taken this long after the enqueue, even once the job finished."""
 
     @property
     def initial_state(self) -> JobState:
@@ -155,8 +174,9 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class EnqueueResult:
-    """What an enqueue produced: the job id, and whether an unfinished duplicate already held
-    the dedupe key (then ``job_id`` is that existing job's and nothing new was stored)."""
+    """What an enqueue produced: the job id, and whether a duplicate already held the dedupe
+    key (an unfinished job, or any job within its ``dedupe_for`` window): then ``job_id`` is
+    that existing job's and nothing new was stored."""
 
     job_id: int
     duplicate: bool = False

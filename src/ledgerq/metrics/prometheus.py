@@ -115,6 +115,7 @@ class LedgerReadings:
     pool_usage: Callable[[], tuple[int, int]]
     transport_fallback: Callable[[], bool] = lambda: False
     failover_events: Callable[[], int] = lambda: 0
+    locks_held: Callable[[], int] | None = None
 
 
 class LedgerCollector(Collector):
@@ -157,6 +158,11 @@ class LedgerCollector(Collector):
         yield CounterMetricFamily(
             "failover_events", "Failover events recorded in the ledger.", r.failover_events()
         )
+        if r.locks_held is not None:
+            held = r.locks_held()
+            yield GaugeMetricFamily(
+                "distributed_locks_held", "Distributed locks with an unexpired lease.", held
+            )
 
 
 class CpuCollector(Collector):

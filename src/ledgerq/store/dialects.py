@@ -61,6 +61,14 @@ class Dialect:
     def _insert_ignore(self) -> Any:
         raise NotImplementedError
 
+    def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+        """Insert ``row`` into ``table`` unless its primary key exists (waiting for a
+        concurrent inserter of the same key to finish); True if inserted."""
+        insert: Any = postgresql.insert if self.name == "postgresql" else sqlite.insert
+        key = table.primary_key.columns[0]  # RETURNING: rowcount is -1 here under psycopg
+        stmt = insert(table).values(row).on_conflict_do_nothing().returning(key)
+        return conn.execute(stmt).first() is not None
+
     #: Execution options for a call that is a single statement (atomic on its own).
     single_statement_options: dict[str, Any] = {}  # noqa: RUF012 - read-only
 
@@ -280,6 +288,16 @@ class MysqlDialect(Dialect):
 
     def unlock(self, conn: Connection, name: str) -> None:
         conn.execute(sa.select(sa.func.release_lock(name)))
+
+    def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+        try:
+            with conn.begin_nested():  # see insert_unless_duplicate
+                conn.execute(sa.insert(table).values(row))
+        except sa.exc.IntegrityError as exc:
+            if getattr(exc.orig, "args", (None,))[0] == 1062:  # ER_DUP_ENTRY
+                return False
+            raise
+        return True
 
     def insert_unless_duplicate(self, conn: Connection, row: dict[str, Any]) -> int | None:
         # A savepoint keeps the caller's transaction usable after the duplicate-key error;

@@ -16,6 +16,7 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.queues import unpaused
 from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs, paused_queues
@@ -178,6 +179,25 @@ class SqlJobStore(SqlJobStaging):
         return [int(i) for i in inserted]
 
     def _insert_deduplicated(self, conn: Connection, job: NewJob) -> EnqueueResult:
+        # A window (dedupe_for) holds the key even once its job finished: see store/dedupe.py.
+        assert job.dedupe_key is not None
+        windows = DedupeWindows(self.dialect)
+        if job.dedupe_for_seconds is None:
+            holder = windows.holder(conn, job.dedupe_key)
+            if holder is not None:
+                return EnqueueResult(holder, duplicate=True)
+            return self._insert_unless_unfinished(conn, job)
+        for _ in range(2):  # the window may expire between a failed take and the lookup
+            if windows.take(conn, job.dedupe_key, job.dedupe_for_seconds):
+                result = self._insert_unless_unfinished(conn, job)
+                windows.attach(conn, job.dedupe_key, result.job_id)
+                return result
+            holder = windows.holder(conn, job.dedupe_key)
+            if holder is not None:
+                return EnqueueResult(holder, duplicate=True)
+        raise errors.StoreError(f"could not take the dedupe window of {job.dedupe_key!r}")
+
+    def _insert_unless_unfinished(self, conn: Connection, job: NewJob) -> EnqueueResult:
         # Two tries: the holder of the key may finish between our insert and our lookup.
         for _ in range(2):
             job_id = self.dialect.insert_unless_duplicate(conn, self._values(job))

@@ -184,3 +184,27 @@ failover_events = sa.Table(
     sa.Column("duration_ms", sa.Float, nullable=False),
     sa.Index("ix_failover_events_detected_at", "detected_at"),
 )
+
+# -- coordination: distributed locks and unique-job windows (see docs/coordination.md) --------
+
+# One row per lock name, never deleted: ``token`` is the name's fencing counter and only grows.
+# ``owner``/``expires_at`` are NULL while nobody holds the lock.
+distributed_locks = sa.Table(
+    "distributed_locks",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("owner", sa.String(160), nullable=True),
+    sa.Column("token", sa.BigInteger, nullable=False),
+    sa.Column("acquired_at", Timestamp, nullable=True),
+    sa.Column("expires_at", Timestamp, nullable=True),
+)
+
+# A dedupe key taken for a time window (``enqueue(dedupe_key=..., dedupe_for=...)``): until
+# ``expires_at`` every enqueue with the key returns ``job_id`` as a duplicate.
+job_dedupe_windows = sa.Table(
+    "job_dedupe_windows",
+    metadata,
+    sa.Column("dedupe_key", sa.String(255), primary_key=True),
+    sa.Column("job_id", JobId, nullable=True),
+    sa.Column("expires_at", Timestamp, nullable=False),
+)
