@@ -184,3 +184,41 @@ failover_events = sa.Table(
     sa.Column("duration_ms", sa.Float, nullable=False),
     sa.Index("ix_failover_events_detected_at", "detected_at"),
 )
+
+# -- fleet-wide limits: rate windows, concurrency slots, circuit breakers (core/limits.py) ----
+
+LimitName = sa.String(200)
+
+# One row per limit name, locked while a decision is made. A rate limit's row carries its
+# sliding window: the admission times (epoch ms, database clock) still inside the window.
+limit_keys = sa.Table(
+    "limit_keys",
+    metadata,
+    sa.Column("name", LimitName, primary_key=True),
+    sa.Column("hits", LongText, nullable=True),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+# A slot per running attempt of a concurrency-limited task or key. A slot whose attempt is no
+# longer running (its worker died and failover put the job back) is freed by the next acquire.
+concurrency_slots = sa.Table(
+    "concurrency_slots",
+    metadata,
+    sa.Column("name", LimitName, primary_key=True),
+    sa.Column("job_id", JobId, primary_key=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("acquired_at", Timestamp, nullable=False),
+    sa.Index("ix_concurrency_slots_job_id", "job_id"),
+)
+
+circuit_breakers = sa.Table(
+    "circuit_breakers",
+    metadata,
+    sa.Column("name", LimitName, primary_key=True),
+    # closed | half_open | open
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("opened_at", Timestamp, nullable=True),
+    sa.Column("trial_started_at", Timestamp, nullable=True),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)

@@ -18,6 +18,7 @@ This is the only module that imports redis.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import secrets
 import threading
@@ -30,6 +31,7 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.job import JobHint
+from ledgerq.core.limits import Rate, RateDecision
 from ledgerq.core.ports import Transport
 
 log = structlog.get_logger("ledgerq.transport.redis")
@@ -342,3 +344,58 @@ def _parse_id(member: Any) -> int | None:
         return None
     value = int(raw)
     return value if 0 < value <= _MAX_ID else None
+
+
+# -- fleet-wide rate limits (core/limits.py): a sliding window log per name -----------------
+
+# Atomic on the server, on the server's clock: drop hits older than the window, admit if
+# fewer than the limit remain, else answer when the oldest hit that blocks leaves the window.
+_RATE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
+local count = redis.call('ZCARD', KEYS[1])
+if count < limit then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], period + 1000)
+  return {1, 0}
+end
+local blocker = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+return {0, tonumber(blocker[2]) + period - now}
+"""
+
+
+class RedisRateLimiter:
+    """The RateLimitBackend port over Redis: one sorted set per limit name, updated by one Lua
+    script, so every process sharing the server shares the window."""
+
+    def __init__(self, url: str, *, namespace: str, client: Any | None = None) -> None:
+        self._client: redis.Redis = client or redis.Redis.from_url(
+            url, socket_connect_timeout=1.0, socket_timeout=2.0
+        )
+        db = self._client.connection_pool.connection_kwargs.get("db", 0)
+        self.prefix = f"{namespace}:{db}:rate:"
+        self._script = self._client.register_script(_RATE_SCRIPT)
+        self._member = secrets.token_hex(6)
+        self._seq = itertools.count()
+
+    def acquire_rate(self, *, name: str, rate: Rate) -> RateDecision:
+        """Admit one use of ``name`` or deny with the seconds until one frees up; raise
+        ``TransportError`` if Redis does not answer."""
+        member = f"{self._member}:{next(self._seq)}"
+        period_ms = max(int(rate.period_seconds * 1000), 1)
+        try:
+            allowed, wait_ms = self._script(
+                keys=[self.prefix + name], args=[rate.limit, period_ms, member]
+            )
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis rate limiter failed: {exc}") from exc
+        return RateDecision(
+            bool(int(allowed)), max(int(wait_ms), 1) / 1000.0 if not int(allowed) else 0.0
+        )
+
+    def close(self) -> None:
+        """Release the connections."""
+        self._client.close()
