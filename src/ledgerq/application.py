@@ -228,11 +228,12 @@ class LedgerQ:
 
         return register(fn) if fn is not None else register
 
-    def rate_limiter(self, name: str, rate: str) -> RateLimiter:
-        """A fleet-wide rate limit for application code: ``app.rate_limiter("login", "5/m")
-        .try_acquire(key=user_id)`` is shared by every process of the application (Redis when
-        configured, else the database). Raises ``ConfigError`` for a bad name or rate."""
-        return RateLimiter(self._rate_backend(), name, Rate.parse(rate))
+    def rate_limiter(self, name: str, rate: str, *, burst: int = 1) -> RateLimiter:
+        """A fleet-wide rate limit for application code: ``app.rate_limiter("login", "5/m",
+        burst=5).try_acquire(key=user_id)`` is shared by every process of the application
+        (Redis when configured, else the database). ``burst`` uses may go at once after a
+        quiet spell. Raises ``ConfigError`` for a bad name, rate or burst."""
+        return RateLimiter(self._rate_backend(), name, Rate.parse(rate, burst=burst))
 
     def _rate_backend(self) -> RateLimitBackend:
         if self._rates is None:

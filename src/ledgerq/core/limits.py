@@ -28,13 +28,27 @@ KeyFunction = Callable[..., Any]
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """At most ``limit`` admissions in any window of ``period_seconds`` (a sliding window)."""
+    """``limit`` admissions per ``period_seconds``, enforced as GCRA (a leaky bucket as a
+    meter): admissions are spaced ``period / limit`` apart on average, and up to ``burst``
+    may go at once after a quiet spell. Any window of one period holds at most
+    ``limit + burst - 1`` admissions; with the default ``burst=1``, at most ``limit``."""
 
     limit: int
     period_seconds: float
+    burst: int = 1
+
+    @property
+    def interval_seconds(self) -> float:
+        """The spacing of admissions at the full rate."""
+        return self.period_seconds / self.limit
+
+    @property
+    def tolerance_seconds(self) -> float:
+        """How far ahead of the clock the schedule may run (what lets a burst through)."""
+        return (self.burst - 1) * self.interval_seconds
 
     @classmethod
-    def parse(cls, text: str) -> Rate:
+    def parse(cls, text: str, *, burst: int = 1) -> Rate:
         """Parse ``"100/s"``, ``"20/m"``, ``"1000/h"`` or ``"5/10s"``; raise ``ConfigError``."""
         match = _RATE.match(text.lower()) if isinstance(text, str) else None
         if match is None or match.group(3) not in _UNITS:
@@ -45,7 +59,9 @@ class Rate:
         period = (int(multiple) if multiple else 1) * _UNITS[unit]
         if count < 1 or period <= 0:
             raise errors.ConfigError(f"invalid rate limit {text!r}: count and period must be > 0")
-        return cls(count, period)
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise errors.ConfigError(f"invalid rate limit burst {burst!r}: use an integer >= 1")
+        return cls(count, period, burst)
 
     def __str__(self) -> str:
         return f"{self.limit}/{self.period_seconds:g}s"

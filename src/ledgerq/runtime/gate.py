@@ -30,6 +30,8 @@ log = structlog.get_logger("ledgerq.gate")
 
 #: Longest postponement of a job held back by a full rate window or concurrency limit.
 MAX_SPREAD_SECONDS = 30.0
+#: A job whose rate-limit turn comes within this many seconds waits for it in its slot.
+HOLD_SECONDS = 0.5
 #: Postponement range of a job waiting for a concurrency slot, in seconds.
 SLOT_WAIT_SECONDS = (0.3, 1.5)
 
@@ -55,6 +57,8 @@ class LimitGate:
         # Recent denials per rate name (monotonic times): a long backlog is spread over more
         # time, so waiting jobs do not come back all at once and churn the ledger.
         self._denials: dict[str, deque[float]] = {}
+        self._blocked_until: dict[str, float] = {}
+        self._asking: dict[str, threading.Lock] = {}
 
     def admit(self, job: Job, spec: TaskSpec | None) -> bool:
         """True: run the job now. False: it was postponed (or its claim is stale) and must not
@@ -107,14 +111,43 @@ class LimitGate:
                 return random.uniform(*SLOT_WAIT_SECONDS)
         if limits.rate is not None:
             rate_name = name("rate", limits.rate_key)
-            decision = self._rates.acquire_rate(name=rate_name, rate=limits.rate)
-            if not decision.allowed:
+            rate_wait = self._acquire_rate(rate_name, limits.rate)
+            if rate_wait is not None:
                 if slot is not None:
                     self._store.release_slot(name=slot, claim=claim)
-                return decision.retry_after_seconds + self._spread(rate_name, limits.rate)
+                return rate_wait + self._spread(rate_name, limits.rate)
         with self._lock:
             self._held[claim] = _Held(slot, breaker_name, limits.breaker)
         return None
+
+    def _acquire_rate(self, name: str, rate: lim.Rate) -> float | None:
+        """None if admitted, else seconds until the window may have room. A job whose turn
+        is near (``HOLD_SECONDS``) waits in its slot and asks again: a sliding window reopens
+        exactly one period after each admission, and a job that came back later would leave
+        that room unused (a saturated limit would run below its rate)."""
+        deadline = time.monotonic() + HOLD_SECONDS
+        while True:
+            wait = self._ask_rate(name, rate)
+            if wait is None or time.monotonic() + wait > deadline:
+                return wait
+            time.sleep(wait)
+
+    def _ask_rate(self, name: str, rate: lim.Rate) -> float | None:
+        """One question to the shared window. After a denial this process denies locally
+        until the window may have room (it cannot open earlier), and one thread at a time
+        asks, so waiting jobs do not queue up on the limit's row lock."""
+        with self._lock:
+            asking = self._asking.setdefault(name, threading.Lock())
+        with asking:
+            now = time.monotonic()
+            blocked_until = self._blocked_until.get(name, 0.0)
+            if now < blocked_until:
+                return blocked_until - now
+            decision = self._rates.acquire_rate(name=name, rate=rate)
+            if decision.allowed:
+                return None
+            self._blocked_until[name] = now + decision.retry_after_seconds
+            return decision.retry_after_seconds
 
     def _spread(self, name: str, rate: lim.Rate) -> float:
         """A random extra wait that grows with the backlog this worker sees for ``name``."""

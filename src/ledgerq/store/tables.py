@@ -189,13 +189,14 @@ failover_events = sa.Table(
 
 LimitName = sa.String(200)
 
-# One row per limit name, locked while a decision is made. A rate limit's row carries its
-# sliding window: the admission times (epoch ms, database clock) still inside the window.
+# One row per limit name. A rate limit's row carries its GCRA state: the theoretical arrival
+# time of the next admission (epoch microseconds, database clock); a concurrency limit's row is
+# the lock its slot decisions take.
 limit_keys = sa.Table(
     "limit_keys",
     metadata,
     sa.Column("name", LimitName, primary_key=True),
-    sa.Column("hits", LongText, nullable=True),
+    sa.Column("tat_us", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("updated_at", Timestamp, nullable=False),
 )
 

@@ -18,7 +18,6 @@ This is the only module that imports redis.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import secrets
 import threading
@@ -346,24 +345,24 @@ def _parse_id(member: Any) -> int | None:
     return value if 0 < value <= _MAX_ID else None
 
 
-# -- fleet-wide rate limits (core/limits.py): a sliding window log per name -----------------
+# -- fleet-wide rate limits (core/limits.py): GCRA, one key per limit name ------------------
 
-# Atomic on the server, on the server's clock: drop hits older than the window, admit if
-# fewer than the limit remain, else answer when the oldest hit that blocks leaves the window.
+# Atomic on the server, on the server's clock (microseconds): admit when the theoretical
+# arrival time is at most the tolerance ahead of now, and move it one interval on; else
+# answer how long until it is.
 _RATE_SCRIPT = """
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local limit = tonumber(ARGV[1])
-local period = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
-local count = redis.call('ZCARD', KEYS[1])
-if count < limit then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], period + 1000)
-  return {1, 0}
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+if tat - now > tolerance then
+  return {0, tat - now - tolerance}
 end
-local blocker = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
-return {0, tonumber(blocker[2]) + period - now}
+local ttl = math.ceil((tat + interval - now) / 1000) + 1000
+redis.call('SET', KEYS[1], string.format('%.0f', tat + interval), 'PX', ttl)
+return {1, 0}
 """
 
 
@@ -378,23 +377,19 @@ class RedisRateLimiter:
         db = self._client.connection_pool.connection_kwargs.get("db", 0)
         self.prefix = f"{namespace}:{db}:rate:"
         self._script = self._client.register_script(_RATE_SCRIPT)
-        self._member = secrets.token_hex(6)
-        self._seq = itertools.count()
 
     def acquire_rate(self, *, name: str, rate: Rate) -> RateDecision:
         """Admit one use of ``name`` or deny with the seconds until one frees up; raise
         ``TransportError`` if Redis does not answer."""
-        member = f"{self._member}:{next(self._seq)}"
-        period_ms = max(int(rate.period_seconds * 1000), 1)
+        interval = max(int(rate.interval_seconds * 1_000_000), 1)
+        tolerance = int(rate.tolerance_seconds * 1_000_000)
         try:
-            allowed, wait_ms = self._script(
-                keys=[self.prefix + name], args=[rate.limit, period_ms, member]
-            )
+            allowed, wait_us = self._script(keys=[self.prefix + name], args=[interval, tolerance])
         except _REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis rate limiter failed: {exc}") from exc
-        return RateDecision(
-            bool(int(allowed)), max(int(wait_ms), 1) / 1000.0 if not int(allowed) else 0.0
-        )
+        if int(allowed):
+            return RateDecision(True)
+        return RateDecision(False, max(int(wait_us), 1000) / 1_000_000)
 
     def close(self) -> None:
         """Release the connections."""

@@ -17,14 +17,13 @@ depends_on = None
 
 Timestamp = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 JobId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-LongText = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
 
 def upgrade() -> None:
     op.create_table(
         "limit_keys",
         sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("hits", LongText, nullable=True),
+        sa.Column("tat_us", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("updated_at", Timestamp, nullable=False),
         sa.PrimaryKeyConstraint("name", name="pk_limit_keys"),
     )
