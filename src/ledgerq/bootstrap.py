@@ -45,7 +45,7 @@ class Parts:
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
-        self.limits = SqlLimitStore(self.store.engine)
+        self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""

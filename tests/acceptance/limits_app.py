@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ledgerq import JobContext, LedgerQ
 from ledgerq.core.limits import Breaker
-from ledgerq.store.engine import create_engine
+from ledgerq.store.engine import normalize_url
 
 metadata = sa.MetaData()
 
@@ -45,7 +45,8 @@ _lock = threading.Lock()
 def _engine(url: str) -> sa.Engine:
     with _lock:
         if url not in _engines:
-            _engines[url] = create_engine(url, pool_size=8)
+            # A small pool: the shared PostgreSQL has few connections to spare.
+            _engines[url] = sa.create_engine(normalize_url(url), pool_size=2, max_overflow=2)
         return _engines[url]
 
 

@@ -119,7 +119,7 @@ def test_rate_limit_of_50_per_second_holds_over_four_processes(
         server: RedisServer = request.getfixturevalue("redis_server")
         env = {"LEDGERQ_REDIS_URL": server.url}
     rated = db.app.registry.get(limits_app.RATED)
-    assert rated.limits is not None and rated.limits.rate == lim.Rate(50, 1.0)
+    assert rated.limits is not None and rated.limits.rate == lim.Rate(50, 1.0, burst=5)
     db.app.client.enqueue(
         [db.app.client.build(rated, (n,), None, max_attempts=2) for n in range(650)]
     )
@@ -150,7 +150,8 @@ def test_rate_limit_of_50_per_second_holds_over_four_processes(
     assert 450 <= in_ten_seconds <= 550, in_ten_seconds
     # The claim stamps started_at; the handler starts once the limit admitted the job.
     began = sorted(r[0] for r in db.rows(sa.select(limits_app.runs.c.began)))
-    assert most_in_window(began, 1.0) <= 55
+    # Over 5 s: the 10% of the limit plus the blur of a loaded machine's thread switches.
+    assert most_in_window(began, 5.0) <= 275
     from ledgerq.store.tables import job_assignments as ja
 
     print(

@@ -58,7 +58,6 @@ class LimitGate:
         # time, so waiting jobs do not come back all at once and churn the ledger.
         self._denials: dict[str, deque[float]] = {}
         self._blocked_until: dict[str, float] = {}
-        self._asking: dict[str, threading.Lock] = {}
 
     def admit(self, job: Job, spec: TaskSpec | None) -> bool:
         """True: run the job now. False: it was postponed (or its claim is stale) and must not
@@ -134,20 +133,19 @@ class LimitGate:
 
     def _ask_rate(self, name: str, rate: lim.Rate) -> float | None:
         """One question to the shared window. After a denial this process denies locally
-        until the window may have room (it cannot open earlier), and one thread at a time
-        asks, so waiting jobs do not queue up on the limit's row lock."""
+        until the window may have room (it cannot open earlier), so waiting jobs do not each
+        cost the shared store a round trip."""
+        now = time.monotonic()
         with self._lock:
-            asking = self._asking.setdefault(name, threading.Lock())
-        with asking:
-            now = time.monotonic()
             blocked_until = self._blocked_until.get(name, 0.0)
-            if now < blocked_until:
-                return blocked_until - now
-            decision = self._rates.acquire_rate(name=name, rate=rate)
-            if decision.allowed:
-                return None
+        if now < blocked_until:
+            return blocked_until - now
+        decision = self._rates.acquire_rate(name=name, rate=rate)
+        if decision.allowed:
+            return None
+        with self._lock:
             self._blocked_until[name] = now + decision.retry_after_seconds
-            return decision.retry_after_seconds
+        return decision.retry_after_seconds
 
     def _spread(self, name: str, rate: lim.Rate) -> float:
         """A random extra wait that grows with the backlog this worker sees for ``name``."""

@@ -25,8 +25,10 @@ from ledgerq.store.transactions import SqlTransactions
 class SqlLimitStore(SqlTransactions):
     """Rate windows, concurrency slots, circuit breakers and postponing, over SQLAlchemy Core."""
 
-    def __init__(self, engine: sa.Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+        """``relaxed_engine`` (optional, the job store's) serves rate decisions, whose commits
+        need not wait for the disk (see ``acquire_rate``)."""
+        super().__init__(engine, relaxed_engine)
         self._known: set[str] = set()
 
     # -- shared helpers ------------------------------------------------------------------------
@@ -74,7 +76,9 @@ class SqlLimitStore(SqlTransactions):
     def acquire_rate(self, *, name: str, rate: limits.Rate) -> limits.RateDecision:
         """Admit one use of ``name`` under ``rate`` (GCRA, see ``core.limits.Rate``) with one
         conditional UPDATE: the row is locked only for that statement, never across a round
-        trip, so a busy limit is not throttled by its own lock."""
+        trip, so a busy limit is not throttled by its own lock. On PostgreSQL it is one
+        autocommit round trip that does not wait for the WAL flush: a decision lost in a crash
+        lets one more job through, no more."""
         self._ensure_row(name)
         now = _epoch_us(self.dialect.name)
         interval = int(rate.interval_seconds * 1_000_000)
@@ -85,9 +89,10 @@ class SqlLimitStore(SqlTransactions):
             .where(limit_keys.c.name == name, limit_keys.c.tat_us - now <= tolerance)
             .values(tat_us=later + interval, updated_at=self.dialect.now())
         )
-        with self._decide() as conn:
+        with self._single(relaxed=True) as conn:
             if conn.execute(admit).rowcount == 1:
                 return limits.RateDecision(True)
+        with self._single(relaxed=True) as conn:
             ahead: Any = conn.execute(
                 sa.select(limit_keys.c.tat_us - now).where(limit_keys.c.name == name)
             ).scalar_one()
