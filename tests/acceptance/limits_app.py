@@ -28,8 +28,8 @@ runs = sa.Table(
     sa.Column("task", sa.String(50), nullable=False),
     sa.Column("job_id", sa.BigInteger, nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("began", sa.Float, nullable=False),
-    sa.Column("ended", sa.Float, nullable=True),
+    sa.Column("began", sa.Double, nullable=False),
+    sa.Column("ended", sa.Double, nullable=True),
     sa.Column("ok", sa.Boolean, nullable=True),
 )
 
