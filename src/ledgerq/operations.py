@@ -119,6 +119,7 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
                 failover_events=parts.fleet.count_failover_events,
             )
         )
+        hub.watch_breakers(parts.limits.list_breakers)
     return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)
 
 

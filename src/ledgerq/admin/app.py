@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from ledgerq.admin import api, dashboard, health
+from ledgerq.admin import api, dashboard, health, limits
 from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
 from ledgerq.core import errors
@@ -60,6 +60,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.state.auth = auth
     app.include_router(health.router)
     app.include_router(api.router)
+    app.include_router(limits.router)
     app.include_router(dashboard.router)
 
     @app.exception_handler(errors.LedgerqError)

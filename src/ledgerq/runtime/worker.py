@@ -403,6 +403,8 @@ class Worker:
 
     def _forget(self, ctx: JobContext) -> None:
         """Drop a run the worker no longer owns (it never reports an outcome)."""
+        if self._gate is not None:
+            self._gate.forget(ctx.claim)
         with self._lock:
             held = self._inflight.get(ctx.job_id)
             if held is ctx:
