@@ -16,7 +16,9 @@ from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
 from ledgerq.core import errors
 from ledgerq.core.job import EnqueueResult
+from ledgerq.core.limits import Breaker, KeyFunction, Rate, RateLimiter, TaskLimits
 from ledgerq.core.operations import EventSink
+from ledgerq.core.ports import LimitStore, RateLimitBackend
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime.locks import HeldLock, Locks
@@ -143,6 +145,7 @@ class LedgerQ:
         self._parts: bootstrap.Parts | None = None
         self._client: Client | None = None
         self._locks: Locks | None = None
+        self._rates: RateLimitBackend | None = None
 
     def reconfigure(self, **overrides: Any) -> None:
         """Replace settings before the first connection (used for CLI flags such as
@@ -207,6 +210,11 @@ class LedgerQ:
         max_attempts: int = 3,
         timeout: float | None = None,
         retry_backoff: float | RetryPolicy = 1.0,
+        rate_limit: str | None = None,
+        rate_key: KeyFunction | None = None,
+        concurrency_limit: int | None = None,
+        concurrency_key: KeyFunction | None = None,
+        breaker: Breaker | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy misreads the positional-only/keyword-only split
@@ -220,12 +228,27 @@ class LedgerQ:
         max_attempts: int = 3,
         timeout: float | None = None,
         retry_backoff: float | RetryPolicy = 1.0,
+        rate_limit: str | None = None,
+        rate_key: KeyFunction | None = None,
+        concurrency_limit: int | None = None,
+        concurrency_key: KeyFunction | None = None,
+        breaker: Breaker | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a handler ``fn(ctx, *args, **kwargs)`` (plain or ``async def``).
 
         ``retry_backoff`` is the first retry's delay in seconds (doubling after, with jitter)
         or a full ``RetryPolicy``. Raises ``ConfigError`` for a bad queue, timeout or policy.
+        Fleet-wide limits (docs/limits.md): ``rate_limit`` ("100/s", "20/m", "1000/h") and
+        ``concurrency_limit`` (running jobs), each per ``rate_key``/``concurrency_key``
+        (a function of the job's arguments) if given, and a circuit ``breaker``.
         """
+        task_limits = TaskLimits.build(
+            rate_limit=rate_limit,
+            rate_key=rate_key,
+            concurrency_limit=concurrency_limit,
+            concurrency_key=concurrency_key,
+            breaker=breaker,
+        )
 
         def register(handler: Callable[P, R]) -> Task[P, R]:
             policy = (
@@ -234,10 +257,27 @@ class LedgerQ:
                 else RetryPolicy(max_attempts=max_attempts, base_seconds=float(retry_backoff))
             )
             task_name = name or f"{handler.__module__}.{handler.__qualname__}"
-            spec = TaskSpec(task_name, handler, queue, priority, policy, timeout)
+            spec = TaskSpec(task_name, handler, queue, priority, policy, timeout, task_limits)
             return Task(self, self.registry.add(spec))
 
         return register(fn) if fn is not None else register
+
+    def rate_limiter(self, name: str, rate: str, *, burst: int = 1) -> RateLimiter:
+        """A fleet-wide rate limit for application code: ``app.rate_limiter("login", "5/m",
+        burst=5).try_acquire(key=user_id)`` is shared by every process of the application
+        (Redis when configured, else the database). ``burst`` uses may go at once after a
+        quiet spell. Raises ``ConfigError`` for a bad name, rate or burst."""
+        return RateLimiter(self._rate_backend(), name, Rate.parse(rate, burst=burst))
+
+    def _rate_backend(self) -> RateLimitBackend:
+        if self._rates is None:
+            self._rates = bootstrap.rate_backend(self.settings, self.parts)
+        return self._rates
+
+    @property
+    def limits(self) -> LimitStore:
+        """Circuit breakers and concurrency slots: ``app.limits.list_breakers()``."""
+        return self.parts.limits
 
     @contextmanager
     def transaction(self, connection: Any) -> Iterator[Any]:
@@ -285,3 +325,4 @@ class LedgerQ:
             self._parts.close()
             self._parts = None
             self._client = None
+            self._rates = None

@@ -10,15 +10,18 @@ import structlog
 from ledgerq.config import Settings
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import ControlChannel, Transport, Waker
+from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.limits import SqlLimitStore
 from ledgerq.store.locks import SqlLocks
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.transport.polling import PollingTransport
@@ -40,9 +43,11 @@ class Parts:
     codec: PayloadCodec
     fleet: SqlFleetAdmin
     repair: SqlLedgerRepair = field(init=False)
+    limits: SqlLimitStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
+        self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -206,7 +211,21 @@ def build_worker(
         events=events,
         fleet_store=parts.fleet,
         control=control,
+        gate=LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),
     )
+
+
+def rate_backend(settings: Settings, parts: Parts) -> RateLimitBackend:
+    """Where rate windows live: Redis when configured (the database while Redis fails),
+    else the database."""
+    if settings.redis_url is None:
+        return parts.limits
+    from ledgerq.transport.redis import RedisRateLimiter
+
+    redis_limiter = RedisRateLimiter(
+        settings.redis_url.get_secret_value(), namespace=settings.namespace
+    )
+    return FallbackRates(redis_limiter, parts.limits)
 
 
 def _redis_class() -> type:

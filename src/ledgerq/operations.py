@@ -126,6 +126,7 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
                 locks_held=lock_admin(parts).count_held_locks,
             )
         )
+        hub.watch_breakers(parts.limits.list_breakers)
     return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from ledgerq.admin import api, dashboard, health, locks_api
+from ledgerq.admin import api, dashboard, health, limits, locks_api
 from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
 from ledgerq.core import errors
@@ -61,6 +61,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.include_router(health.router)
     app.include_router(api.router)
     app.include_router(locks_api.router)
+    app.include_router(limits.router)
     app.include_router(dashboard.router)
 
     @app.exception_handler(errors.LedgerqError)

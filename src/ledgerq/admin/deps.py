@@ -13,6 +13,7 @@ from ledgerq.client import Client
 from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
+from ledgerq.core.ports import LimitStore
 
 #: Argument names whose values never leave the server unmasked.
 SECRET_NAME = re.compile(r"pass|secret|token|api_?key|auth|credential|private|cookie", re.I)
@@ -30,6 +31,8 @@ class AdminDeps:
     probes: Sequence[HealthProbe]
     render_metrics: Callable[[], tuple[bytes, str]]
     locks: LockAdmin | None = None
+    limits: LimitStore | None = None
+    """Circuit breakers (``GET /admin/queue/breakers``); None: none are listed."""
 
 
 def mask_secrets(value: Any) -> Any:

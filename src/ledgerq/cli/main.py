@@ -23,6 +23,7 @@ from ledgerq.cli.commands import (
     fleet,
     fleet_checks,
     jobs,
+    limits,
     locks,
     queue,
     reconcile,
@@ -91,7 +92,7 @@ for group in (db.group, worker.group, jobs.group, queue.group, config.group):
     cli.add_command(group)
 for command in (*fleet.COMMANDS, *fleet_checks.WORKER_COMMANDS):
     worker.group.add_command(command)
-for command in (*fleet_checks.QUEUE_COMMANDS, *locks.QUEUE_COMMANDS):
+for command in (*fleet_checks.QUEUE_COMMANDS, *locks.QUEUE_COMMANDS, *limits.QUEUE_COMMANDS):
     queue.group.add_command(command)
 cli.add_command(demo.command)
 cli.add_command(bench.command)

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ledgerq.core import fleet
+from ledgerq.core import fleet, limits
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.states import JobState
 
@@ -223,3 +223,47 @@ class WorkerStore(Protocol):
 
     def count_ready_jobs(self, queues: Sequence[str]) -> int:
         """Due ``queued`` jobs of these queues, up to a small cap (a stall probe)."""
+
+
+# -- fleet-wide limits (see core/limits.py) ---------------------------------------------------
+
+
+class RateLimitBackend(Protocol):
+    """Shared sliding windows of admissions, one per name (Redis or the database)."""
+
+    def acquire_rate(self, *, name: str, rate: limits.Rate) -> limits.RateDecision:
+        """Admit one use of ``name`` if fewer than ``rate.limit`` were admitted in the last
+        ``rate.period_seconds``; else deny with the seconds until one frees up."""
+
+
+class LimitStore(Protocol):
+    """Concurrency slots, circuit breakers and the postponing of gated jobs, in the ledger."""
+
+    def acquire_slot(self, *, name: str, limit: int, claim: Claim) -> bool:
+        """Take one of ``limit`` slots of ``name`` for this attempt; slots of attempts that
+        are no longer running are freed first, so a dead worker's slots come back."""
+
+    def release_slot(self, *, name: str, claim: Claim) -> None:
+        """Give back this attempt's slot of ``name`` (no error if it holds none)."""
+
+    def admit_breaker(
+        self, *, name: str, breaker: limits.Breaker
+    ) -> tuple[limits.Admission, float]:
+        """Ask the breaker ``name`` whether a run may go (taking the half-open trial if due);
+        with ``wait``, also the seconds until the next trial."""
+
+    def record_breaker(
+        self, *, name: str, breaker: limits.Breaker, succeeded: bool
+    ) -> limits.Circuit:
+        """Count one run's outcome in the breaker ``name``; return its new state."""
+
+    def list_breakers(self) -> list[limits.Circuit]:
+        """Every breaker that has a row, by name."""
+
+    def reset_breaker(self, name: str) -> bool:
+        """Close the breaker ``name`` and clear its count; False if there is no such breaker."""
+
+    def postpone_job(self, claim: Claim, *, delay_seconds: float) -> bool:
+        """Put a running attempt that a limit held back to ``scheduled`` in ``delay_seconds``
+        without spending an attempt (``max_attempts`` grows by one in the same fenced write,
+        since ``attempt``, the fencing token, never goes down). False if the claim is stale."""

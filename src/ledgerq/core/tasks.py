@@ -9,6 +9,7 @@ from typing import Any
 
 from ledgerq.core import errors
 from ledgerq.core.job import check_queue_name
+from ledgerq.core.limits import TaskLimits
 from ledgerq.core.retry import RetryPolicy
 
 
@@ -22,6 +23,8 @@ class TaskSpec:
     priority: int = 0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_seconds: float | None = None
+    limits: TaskLimits | None = None
+    """Fleet-wide rate, concurrency and circuit-breaker limits (see core/limits.py)."""
 
     @property
     def is_async(self) -> bool:

@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ledgerq.core.limits import Circuit
 from ledgerq.core.operations import (
     Event,
     HintsDropped,
@@ -32,6 +33,7 @@ from ledgerq.core.operations import (
     ReconcilePassed,
     WorkerView,
 )
+from ledgerq.metrics.breakers import BreakerCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
@@ -210,6 +212,7 @@ class MetricsHub:
         self._ledger: LedgerCollector | None = None
         self._cpu: CpuCollector | None = None
         self._transport: TransportCollector | None = None
+        self._breakers: Collector | None = None
 
     def read_ledger(self, readings: LedgerReadings) -> None:
         """Also expose the ledger's gauges (only in one process per scrape target)."""
@@ -223,6 +226,10 @@ class MetricsHub:
         """Also expose ``transport_fallback_active`` of this worker's transport."""
         self._transport = TransportCollector(fallback_active)
 
+    def watch_breakers(self, list_breakers: Callable[[], Iterable[Circuit]]) -> None:
+        """Also expose ``circuit_breaker_state{name}`` (see metrics/breakers.py)."""
+        self._breakers = BreakerCollector(list_breakers)
+
     def render(self) -> tuple[bytes, str]:
         """The exposition text of every metric, and its content type."""
         registry = CollectorRegistry()
@@ -230,7 +237,7 @@ class MetricsHub:
             multiprocess.MultiProcessCollector(registry, path=self._dir)  # type: ignore[no-untyped-call]
         elif self._own is not None:
             registry.register(_Forward(self._own))
-        for extra in (self._ledger, self._cpu, self._transport):
+        for extra in (self._ledger, self._cpu, self._transport, self._breakers):
             if extra is not None:
                 registry.register(extra)
         return generate_latest(registry), CONTENT_TYPE_LATEST

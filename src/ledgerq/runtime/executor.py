@@ -61,8 +61,12 @@ class Executor:
         on_complete: Callable[[Completion], None],
         prefetch: int = 0,
         on_skipped: Callable[[JobContext], None] | None = None,
+        admit: Callable[[JobContext, TaskSpec | None], bool] | None = None,
     ) -> None:
+        """``admit`` (optional) is asked before each handler runs; False: the job was
+        held back (postponed by a limit) and its slot is free again."""
         self._registry = registry
+        self._admit = admit
         self._on_skipped = on_skipped
         self._codec = codec
         self._concurrency = concurrency
@@ -164,14 +168,8 @@ class Executor:
             run = self._inbox.get()
             if run is None:
                 return
-            if self._draining:
-                self._release_slot()  # not started; the worker puts it back
-                continue
-            if not run.ctx.owns_job:
-                # Taken away before it started (failed over while prefetched): never run it.
+            if not self._may_start(run):
                 self._release_slot()
-                if self._on_skipped is not None:
-                    self._on_skipped(run.ctx)
                 continue
             run.thread_id = threading.get_ident()
             run.started = time.monotonic()
@@ -196,6 +194,18 @@ class Executor:
             self._finish(run, completion)
             if run.timed_out and threading.current_thread() not in self._threads:
                 return  # this thread was written off and replaced while it hung
+
+    def _may_start(self, run: _Run) -> bool:
+        """Whether a job taken from the inbox may run now (else its slot is released)."""
+        if self._draining:
+            return False  # not started; the worker puts it back
+        if not run.ctx.owns_job:
+            # Taken away before it started (failed over while prefetched): never run it.
+            if self._on_skipped is not None:
+                self._on_skipped(run.ctx)
+            return False
+        # Held back by a limit: the worker postponed it.
+        return self._admit is None or self._admit(run.ctx, run.spec)
 
     def _timeout_of(self, run: _Run) -> float | None:
         job_timeout = run.ctx.job.timeout_seconds

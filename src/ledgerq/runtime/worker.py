@@ -28,11 +28,12 @@ from ledgerq.core.ports import (
     Transport,
     WorkerStore,
 )
-from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
+from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
 from ledgerq.runtime.membership import Membership
@@ -104,10 +105,13 @@ class Worker:
         events: EventSink | None = None,
         fleet_store: WorkerStore | None = None,
         control: ControlChannel | None = None,
+        gate: LimitGate | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
         With ``fleet_store`` the worker registers, heartbeats, records health checks and its
-        assignment history, obeys stop requests and fails over dead workers."""
+        assignment history, obeys stop requests and fails over dead workers. ``gate``
+        (optional) holds back jobs of rate-, concurrency- or breaker-limited tasks."""
+        self._gate = gate
         self.id = worker_id or new_worker_id()
         self._events = events
         self._claimed_at: dict[int, float] = {}
@@ -128,6 +132,7 @@ class Worker:
             on_complete=self._on_attempt_done,
             prefetch=options.prefetch,
             on_skipped=self._forget,
+            admit=self._admit if gate is not None else None,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -309,7 +314,23 @@ class Worker:
             self.membership.started(job)
         self._executor.submit(ctx)
 
+    def _admit(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
+        """Ask the limit gate; a job it postponed is forgotten here, recorded as requeued."""
+        assert self._gate is not None
+        if self._gate.admit(ctx.job, spec):
+            return True
+        with self._lock:
+            if self._inflight.get(ctx.job_id) is ctx:
+                del self._inflight[ctx.job_id]
+            self._claimed_at.pop(ctx.job_id, None)
+        if self.membership is not None:
+            self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED)
+        return False
+
     def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
+        if self._gate is not None:
+            for completion, applied in written:
+                self._gate.settle(completion, applied)
         with self._lock:
             for completion, applied in written:
                 ctx = self._inflight.get(completion.claim.job_id)
@@ -382,6 +403,8 @@ class Worker:
 
     def _forget(self, ctx: JobContext) -> None:
         """Drop a run the worker no longer owns (it never reports an outcome)."""
+        if self._gate is not None:
+            self._gate.forget(ctx.claim)
         with self._lock:
             held = self._inflight.get(ctx.job_id)
             if held is ctx:

@@ -208,3 +208,42 @@ job_dedupe_windows = sa.Table(
     sa.Column("job_id", JobId, nullable=True),
     sa.Column("expires_at", Timestamp, nullable=False),
 )
+
+# -- fleet-wide limits: rate windows, concurrency slots, circuit breakers (core/limits.py) ----
+
+LimitName = sa.String(200)
+
+# One row per limit name. A rate limit's row carries its GCRA state: the theoretical arrival
+# time of the next admission (epoch microseconds, database clock); a concurrency limit's row is
+# the lock its slot decisions take.
+limit_keys = sa.Table(
+    "limit_keys",
+    metadata,
+    sa.Column("name", LimitName, primary_key=True),
+    sa.Column("tat_us", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+# A slot per running attempt of a concurrency-limited task or key. A slot whose attempt is no
+# longer running (its worker died and failover put the job back) is freed by the next acquire.
+concurrency_slots = sa.Table(
+    "concurrency_slots",
+    metadata,
+    sa.Column("name", LimitName, primary_key=True),
+    sa.Column("job_id", JobId, primary_key=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("acquired_at", Timestamp, nullable=False),
+    sa.Index("ix_concurrency_slots_job_id", "job_id"),
+)
+
+circuit_breakers = sa.Table(
+    "circuit_breakers",
+    metadata,
+    sa.Column("name", LimitName, primary_key=True),
+    # closed | half_open | open
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("opened_at", Timestamp, nullable=True),
+    sa.Column("trial_started_at", Timestamp, nullable=True),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)

@@ -41,6 +41,11 @@ class SqlTransactions:
         relaxed = relaxed_engine or engine
         self._relaxed_engine = relaxed.execution_options(**options) if options else relaxed
 
+    @property
+    def relaxed_pool(self) -> sa.Engine | None:
+        """The engine whose commits need not wait for the disk, if there is one."""
+        return self._relaxed_pool
+
     def dispose(self) -> None:
         """Close every pooled connection of both engines."""
         self.engine.dispose()

@@ -30,6 +30,7 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.job import JobHint
+from ledgerq.core.limits import Rate, RateDecision
 from ledgerq.core.ports import Transport
 
 log = structlog.get_logger("ledgerq.transport.redis")
@@ -342,3 +343,54 @@ def _parse_id(member: Any) -> int | None:
         return None
     value = int(raw)
     return value if 0 < value <= _MAX_ID else None
+
+
+# -- fleet-wide rate limits (core/limits.py): GCRA, one key per limit name ------------------
+
+# Atomic on the server, on the server's clock (microseconds): admit when the theoretical
+# arrival time is at most the tolerance ahead of now, and move it one interval on; else
+# answer how long until it is.
+_RATE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+if tat - now > tolerance then
+  return {0, tat - now - tolerance}
+end
+local ttl = math.ceil((tat + interval - now) / 1000) + 1000
+redis.call('SET', KEYS[1], string.format('%.0f', tat + interval), 'PX', ttl)
+return {1, 0}
+"""
+
+
+class RedisRateLimiter:
+    """The RateLimitBackend port over Redis: one sorted set per limit name, updated by one Lua
+    script, so every process sharing the server shares the window."""
+
+    def __init__(self, url: str, *, namespace: str, client: Any | None = None) -> None:
+        self._client: redis.Redis = client or redis.Redis.from_url(
+            url, socket_connect_timeout=1.0, socket_timeout=2.0
+        )
+        db = self._client.connection_pool.connection_kwargs.get("db", 0)
+        self.prefix = f"{namespace}:{db}:rate:"
+        self._script = self._client.register_script(_RATE_SCRIPT)
+
+    def acquire_rate(self, *, name: str, rate: Rate) -> RateDecision:
+        """Admit one use of ``name`` or deny with the seconds until one frees up; raise
+        ``TransportError`` if Redis does not answer."""
+        interval = max(int(rate.interval_seconds * 1_000_000), 1)
+        tolerance = int(rate.tolerance_seconds * 1_000_000)
+        try:
+            allowed, wait_us = self._script(keys=[self.prefix + name], args=[interval, tolerance])
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis rate limiter failed: {exc}") from exc
+        if int(allowed):
+            return RateDecision(True)
+        return RateDecision(False, max(int(wait_us), 1000) / 1_000_000)
+
+    def close(self) -> None:
+        """Release the connections."""
+        self._client.close()

@@ -39,6 +39,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         probes=ops.probes,
         render_metrics=ops.metrics.render,
         locks=operations.lock_admin(app.parts),
+        limits=app.limits,
     )
     auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
     # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.
