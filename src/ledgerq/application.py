@@ -15,11 +15,15 @@ from ledgerq import bootstrap
 from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
 from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import EnqueueResult
 from ledgerq.core.operations import EventSink
 from ledgerq.core.retry import RetryPolicy
+from ledgerq.core.schedules import Schedule
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
-from ledgerq.runtime.worker import Worker
+from ledgerq.runtime import cron as _cron
+from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
+from ledgerq.runtime.worker import Worker, new_worker_id
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -123,6 +127,8 @@ class LedgerQ:
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self.settings = settings or load_settings(**overrides)
         self.registry = TaskRegistry()
+        self.schedules: dict[str, Schedule] = {}
+        """Periodic tasks declared with ``periodic``, by schedule name."""
         self._parts: bootstrap.Parts | None = None
         self._client: Client | None = None
 
@@ -204,6 +210,63 @@ class LedgerQ:
             return Task(self, self.registry.add(spec))
 
         return register(fn) if fn is not None else register
+
+    def periodic(
+        self,
+        *,
+        cron: str,
+        tz: str = "UTC",
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        name: str | None = None,
+        queue: str | None = None,
+        missed: str = "skip",
+        max_catchup: int = 10,
+        overlap: str = "allow",
+    ) -> Callable[[Callable[P, R] | Task[P, R]], Task[P, R]]:
+        """Run a task at every tick of ``cron`` (5 fields, or 6 with seconds first) in time zone
+        ``tz``; decorates a handler (registered as a task) or a ``Task``. ``name`` defaults to
+        the task's name. ``missed``: skip | once | all (up to ``max_catchup``) for ticks missed
+        while no scheduler ran; ``overlap``: skip a tick while the previous run is unfinished,
+        or allow. See docs/scheduler.md. Raises ``ConfigError`` for a bad expression, zone,
+        policy or a duplicate name."""
+        args_json = PayloadCodec(max_bytes=self.settings.max_payload_bytes).encode_args(
+            tuple(args), kwargs or {}
+        )
+
+        def declare(target: Callable[P, R] | Task[P, R]) -> Task[P, R]:
+            task = target if isinstance(target, Task) else self.task(target)
+            schedule = _cron.build_schedule(
+                name or task.name,
+                cron_expression=cron,
+                task=task.name,
+                args_json=args_json,
+                tz=tz,
+                queue=queue,
+                missed=missed,
+                max_catchup=max_catchup,
+                overlap=overlap,
+            )
+            if schedule.name in self.schedules:
+                raise errors.ConfigError(f"schedule {schedule.name!r} is declared twice")
+            self.schedules[schedule.name] = schedule
+            return task
+
+        return declare
+
+    def scheduler(
+        self, *, instance_id: str | None = None, options: SchedulerOptions | None = None
+    ) -> Scheduler:
+        """A scheduler firing this application's schedules (those declared with ``periodic``
+        are stored by ``Scheduler.declare``, which ``ledgerq scheduler`` calls at start).
+        ``instance_id`` is recorded as ``executed_by``; defaults to host:pid:random."""
+        return bootstrap.build_scheduler(
+            self.settings,
+            self.parts,
+            self.registry,
+            options or SchedulerOptions(),
+            instance_id=instance_id or new_worker_id(),
+        )
 
     @contextmanager
     def transaction(self, connection: Any) -> Iterator[Any]:

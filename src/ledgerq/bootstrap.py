@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -14,11 +15,13 @@ from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import ControlChannel, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
+from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions, job_for
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
+from ledgerq.store.schedules import SqlScheduleStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
@@ -240,3 +243,29 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
     if values["prefetch"] is None:
         values["prefetch"] = values["concurrency"]
     return WorkerOptions(**values)  # type: ignore[arg-type]
+
+
+def build_scheduler(
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    options: SchedulerOptions,
+    *,
+    instance_id: str,
+    on_fired: Callable[[str], None] | None = None,
+) -> Scheduler:
+    """A scheduler on the ledger of ``parts`` whose jobs are announced on the producer
+    transport of ``settings``; ``instance_id`` is recorded as each run's ``executed_by``."""
+    return Scheduler(
+        SqlScheduleStore(parts.store),
+        producer_transport(settings),
+        lambda schedule: job_for(registry, schedule),
+        instance_id,
+        options,
+        on_fired,
+    )
+
+
+def schedule_store(parts: Parts) -> SqlScheduleStore:
+    """The schedules of the ledger of ``parts`` (for ``ledgerq schedule``)."""
+    return SqlScheduleStore(parts.store)

@@ -25,6 +25,7 @@ from ledgerq.cli.commands import (
     jobs,
     queue,
     reconcile,
+    schedule,
     serve,
     worker,
 )
@@ -96,6 +97,8 @@ cli.add_command(demo.command)
 cli.add_command(bench.command)
 cli.add_command(reconcile.command)
 cli.add_command(serve.command)
+cli.add_command(schedule.group)
+cli.add_command(schedule.scheduler_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
