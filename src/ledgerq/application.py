@@ -3,6 +3,7 @@ client; nothing in ledgerq is global. Connections open on first use, not at impo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -233,20 +234,22 @@ class LedgerQ:
         args_json = PayloadCodec(max_bytes=self.settings.max_payload_bytes).encode_args(
             tuple(args), kwargs or {}
         )
+        # Validated now, so a bad expression fails before anything is registered.
+        checked = _cron.build_schedule(
+            name or "unnamed",
+            cron_expression=cron,
+            task="unnamed",
+            args_json=args_json,
+            tz=tz,
+            queue=queue,
+            missed=missed,
+            max_catchup=max_catchup,
+            overlap=overlap,
+        )
 
         def declare(target: Callable[P, R] | Task[P, R]) -> Task[P, R]:
             task = target if isinstance(target, Task) else self.task(target)
-            schedule = _cron.build_schedule(
-                name or task.name,
-                cron_expression=cron,
-                task=task.name,
-                args_json=args_json,
-                tz=tz,
-                queue=queue,
-                missed=missed,
-                max_catchup=max_catchup,
-                overlap=overlap,
-            )
+            schedule = dataclasses.replace(checked, name=name or task.name, task=task.name)
             if schedule.name in self.schedules:
                 raise errors.ConfigError(f"schedule {schedule.name!r} is declared twice")
             self.schedules[schedule.name] = schedule
