@@ -12,6 +12,7 @@ import click
 from rich.table import Table
 
 from ledgerq import bootstrap
+from ledgerq.application import LedgerQ
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -251,3 +252,12 @@ def run_scheduler(scheduler: Scheduler, declared: Any) -> None:
     scheduler.declare(list(declared))
     click.echo(f"scheduler {scheduler.instance_id} running", err=True)
     scheduler.run()
+
+
+def start_in_worker(app: LedgerQ, worker_id: str) -> Scheduler:
+    """For ``worker start --scheduler``: store the application's schedules and fire ticks on a
+    background thread, recording the worker's id as ``executed_by``. Stop it with ``stop``."""
+    scheduler = app.scheduler(instance_id=worker_id)
+    scheduler.declare(list(app.schedules.values()))
+    scheduler.start()
+    return scheduler
