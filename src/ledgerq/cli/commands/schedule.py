@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ledgerq import bootstrap
 from ledgerq.application import LedgerQ
+from ledgerq.cli.commands.jobs import parse_args_option
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -54,20 +55,17 @@ def schedule_dict(state: ScheduleState) -> dict[str, Any]:
 
 def _table(states: list[ScheduleState]) -> Table:
     table = Table(title="schedules")
-    for column in ("name", "cron", "tz", "task", "queue", "state", "policies", "source", "next"):
+    for column in ("name", "cron", "task", "state", "policies", "next tick (UTC)"):
         table.add_column(column, overflow="fold")
     for state in states:
         s = state.schedule
         table.add_row(
             s.name,
-            s.cron,
-            s.tz,
-            s.task,
-            s.queue or "(task's)",
+            f"{s.cron} ({s.tz})",
+            f"{s.task} -> {s.queue}" if s.queue else s.task,
             "paused" if state.paused else "active",
-            f"missed={s.missed.value} overlap={s.overlap.value}",
-            s.source.value,
-            state.next_tick.strftime("%Y-%m-%d %H:%M:%S UTC") if state.next_tick else "-",
+            f"missed={s.missed.value} overlap={s.overlap.value} ({s.source.value})",
+            state.next_tick.strftime("%Y-%m-%d %H:%M:%S") if state.next_tick else "-",
         )
     return table
 
@@ -86,13 +84,7 @@ def list_schedules(cli: CliContext, local_json: bool) -> int:
 
 
 def _args_json(cli: CliContext, text: str) -> str:
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise errors.PayloadError(f"--args is not JSON: {exc.msg} at position {exc.pos}") from None
-    if not isinstance(parsed, list | dict):
-        raise errors.PayloadError("--args must be a JSON list (positional) or object (keyword)")
-    args, kwargs = (parsed, {}) if isinstance(parsed, list) else ([], parsed)
+    args, kwargs = parse_args_option(text)
     return PayloadCodec(max_bytes=cli.settings.max_payload_bytes).encode_args(args, kwargs)
 
 
