@@ -258,17 +258,23 @@ class LedgerQ:
         return declare
 
     def scheduler(
-        self, *, instance_id: str | None = None, options: SchedulerOptions | None = None
+        self,
+        *,
+        instance_id: str | None = None,
+        options: SchedulerOptions | None = None,
+        on_fired: Callable[[str], None] | None = None,
     ) -> Scheduler:
         """A scheduler firing this application's schedules (those declared with ``periodic``
         are stored by ``Scheduler.declare``, which ``ledgerq scheduler`` calls at start).
-        ``instance_id`` is recorded as ``executed_by``; defaults to host:pid:random."""
+        ``instance_id`` is recorded as ``executed_by`` (defaults to host:pid:random);
+        ``on_fired(schedule_name)`` (optional) counts ticks, e.g. for metrics."""
         return bootstrap.build_scheduler(
             self.settings,
             self.parts,
             self.registry,
             options or SchedulerOptions(),
             instance_id=instance_id or new_worker_id(),
+            on_fired=on_fired,
         )
 
     @contextmanager

@@ -8,9 +8,11 @@ A worker started with ``--scheduler`` fires and runs the schedule's jobs itself.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -23,6 +25,7 @@ from ledgerq.core.job import as_utc
 from ledgerq.store.engine import create_engine
 from ledgerq.store.tables import jobs, schedule_runs
 from tests.helpers import wait_until
+from tests.redis_server import free_port
 from tests.scheduler.sched_app import EVERY_SECOND, TICK_TASK
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -158,19 +161,23 @@ def check_every_tick_fired_once(ledger: Ledger, start: datetime, end: datetime) 
     print(f"{where}: {len(window)} ticks fired by {dict(by_instance)}")
 
 
-def test_a_worker_with_scheduler_fires_and_runs_the_schedule(
+def test_a_worker_with_scheduler_fires_and_runs_the_schedule_and_counts_ticks(
     make_database_url: Callable[[str], str], processes: Processes
 ) -> None:
     ledger = Ledger(make_database_url("sqlite"))
+    port = free_port()
     try:
         worker = processes.start(
-            ledger.url, "worker", "start", "--scheduler", "--poll-interval", "0.1"
+            ledger.url, "worker", "start", "--scheduler", "--health-port", str(port)
         )
 
         def succeeded() -> int:
             return sum(state == "succeeded" for state in ledger.tick_jobs().values())
 
-        wait_until(lambda: succeeded() >= 3, 60, "three scheduled jobs run")
+        wait_until(succeeded, 60, "a scheduled job run by the worker", 0.1)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        fired = re.search(rb'scheduler_ticks_fired_total\{schedule="every-second"\} (\S+)', metrics)
+        assert fired is not None and float(fired.group(1)) >= 1
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0, worker.log.read_text()  # type: ignore[attr-defined]
         runs = ledger.runs()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
@@ -17,7 +17,9 @@ from ledgerq.cli.commands.jobs import parse_args_option
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
-from ledgerq.core.schedules import ScheduleSource, ScheduleState
+from ledgerq.core.schedules import Schedule, ScheduleSource, ScheduleState
+from ledgerq.metrics.exporter import HealthExporter
+from ledgerq.metrics.prometheus import MetricsHub
 from ledgerq.runtime import cron
 from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
 
@@ -221,19 +223,39 @@ def runs(cli: CliContext, name: str, limit: int, local_json: bool) -> int:
     show_default=True,
     help="Seconds a tick may be late and still fire; older ones follow the missed policy.",
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    help="Serve /health/live and /metrics (scheduler_ticks_fired_total) on this port.",
+)
+@click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
 @pass_cli
-def scheduler_command(cli: CliContext, poll_interval: float, grace: float) -> int:
+def scheduler_command(
+    cli: CliContext, poll_interval: float, grace: float, health_port: int | None, health_host: str
+) -> int:
     """Fire the ticks of every schedule until SIGTERM/SIGINT. Run as many as you like: each
     tick fires once. Code-declared schedules of --app are stored at start."""
     app = cli.app()
+    hub = MetricsHub() if health_port is not None else None
     scheduler = app.scheduler(
-        options=SchedulerOptions(poll_interval_seconds=poll_interval, grace_seconds=grace)
+        options=SchedulerOptions(poll_interval_seconds=poll_interval, grace_seconds=grace),
+        on_fired=hub.sink.count_tick if hub is not None else None,
     )
-    run_scheduler(scheduler, app.schedules.values())
+    exporter = None
+    if hub is not None and health_port is not None:
+        exporter = HealthExporter(
+            host=health_host, port=health_port, is_alive=lambda: True, render=hub.render
+        )
+        exporter.start()
+    try:
+        run_scheduler(scheduler, app.schedules.values())
+    finally:
+        if exporter is not None:
+            exporter.stop()
     return 0
 
 
-def run_scheduler(scheduler: Scheduler, declared: Any) -> None:
+def run_scheduler(scheduler: Scheduler, declared: Iterable[Schedule]) -> None:
     """Store ``declared`` schedules, then run ``scheduler`` in the foreground until a signal."""
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -246,10 +268,12 @@ def run_scheduler(scheduler: Scheduler, declared: Any) -> None:
     scheduler.run()
 
 
-def start_in_worker(app: LedgerQ, worker_id: str) -> Scheduler:
+def start_in_worker(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
     """For ``worker start --scheduler``: store the application's schedules and fire ticks on a
-    background thread, recording the worker's id as ``executed_by``. Stop it with ``stop``."""
-    scheduler = app.scheduler(instance_id=worker_id)
+    background thread, recording the worker's id as ``executed_by`` (and counting ticks in
+    ``hub`` if the worker serves metrics). Stop it with ``stop``."""
+    on_fired = hub.sink.count_tick if hub is not None else None
+    scheduler = app.scheduler(instance_id=worker_id, on_fired=on_fired)
     scheduler.declare(list(app.schedules.values()))
     scheduler.start()
     return scheduler

@@ -121,7 +121,7 @@ def start(
         hub.watch_transport(worker.transport_fallback_active)
         exporter = _health_exporter(worker, hub, health_host, health_port)
         exporter.start()
-    scheduler = schedule.start_in_worker(app, worker.id) if with_scheduler else None
+    scheduler = schedule.start_in_worker(app, worker.id, hub) if with_scheduler else None
     try:
         stats = worker.run()
     finally:
