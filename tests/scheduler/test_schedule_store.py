@@ -37,6 +37,7 @@ def store(database_url: str) -> Iterator[SqlScheduleStore]:
 
 
 def minutely(name: str = "m", **kw: object) -> Schedule:
+    kw.setdefault("source", ScheduleSource.RUNTIME)
     return Schedule(name=name, cron="* * * * *", task="t", **kw)  # type: ignore[arg-type]
 
 
@@ -167,12 +168,24 @@ def test_a_paused_schedule_fires_nothing_and_resumes_from_now(store: SqlSchedule
     assert not store.set_paused("nope", True)
 
 
+def test_code_schedules_fire_only_where_declared(store: SqlScheduleStore) -> None:
+    code = minutely("code", source=ScheduleSource.CODE, missed=MissedPolicy.ONCE)
+    declaring, other = scheduler(store, "declaring"), scheduler(store, "other")
+    declaring.declare([code])
+    other.declare([])
+    set_last_tick(store, code.name, store.database_now() - timedelta(minutes=5))
+    assert other.run_once().fired == {}  # its application no longer declares "code"
+    assert declaring.run_once().fired == {"code": 1}
+
+
 def test_code_schedules_upsert_keeps_pause_and_progress(store: SqlScheduleStore) -> None:
-    store.upsert_schedules([minutely("code")])
+    store.upsert_schedules([minutely("code", source=ScheduleSource.CODE)])
     store.set_paused("code", True)
     now = store.database_now()
     store.advance("code", last_tick=now, next_tick=None)
-    store.upsert_schedules([minutely("code", tz="Europe/Berlin", queue="reports")])
+    store.upsert_schedules(
+        [minutely("code", source=ScheduleSource.CODE, tz="Europe/Berlin", queue="reports")]
+    )
     (state,) = store.list_schedules()
     assert (state.schedule.tz, state.schedule.queue) == ("Europe/Berlin", "reports")
     assert state.paused and state.last_tick == now

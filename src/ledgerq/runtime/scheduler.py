@@ -20,7 +20,13 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.job import JobHint, NewJob, check_queue_name
 from ledgerq.core.ports import Transport
-from ledgerq.core.schedules import FireOutcome, Schedule, ScheduleState, ScheduleStore
+from ledgerq.core.schedules import (
+    FireOutcome,
+    Schedule,
+    ScheduleSource,
+    ScheduleState,
+    ScheduleStore,
+)
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime import cron
 
@@ -85,13 +91,23 @@ class Scheduler:
         self.instance_id = instance_id
         self._options = options or SchedulerOptions()
         self._on_fired = on_fired
+        self._declared: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.run, name="ledgerq-scheduler", daemon=True)
 
     def declare(self, schedules: Sequence[Schedule]) -> None:
-        """Store the application's code-declared schedules (idempotent; run at start)."""
+        """Store the application's code-declared schedules (idempotent; run at start). This
+        scheduler fires those and every run-time schedule; a code schedule that no longer
+        appears in the code stays stored but fires nowhere until ``schedule remove``."""
+        self._declared = {s.name for s in schedules}
         if schedules:
             self._store.upsert_schedules(list(schedules))
+
+    def _fires(self, state: ScheduleState) -> bool:
+        schedule = state.schedule
+        if state.paused or self._stop.is_set():
+            return False
+        return schedule.source is ScheduleSource.RUNTIME or schedule.name in self._declared
 
     def start(self) -> None:
         """Run passes on a background thread until ``stop``."""
@@ -127,7 +143,7 @@ class Scheduler:
         report = PassReport()
         now = self._store.database_now()
         for state in self._store.list_schedules():
-            if state.paused or self._stop.is_set():
+            if not self._fires(state):
                 continue
             try:
                 self._run_schedule(state, now, report)
