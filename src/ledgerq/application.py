@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -221,19 +221,22 @@ class LedgerQ:
         kwargs: dict[str, Any] | None = None,
         name: str | None = None,
         queue: str | None = None,
-        missed: str = "skip",
+        missed: Literal["skip", "once", "all"] = "skip",
         max_catchup: int = 10,
-        overlap: str = "allow",
+        overlap: Literal["skip", "allow"] = "allow",
     ) -> Callable[[Callable[P, R] | Task[P, R]], Task[P, R]]:
         """Run a task at every tick of ``cron`` (5 fields, or 6 with seconds first) in time zone
         ``tz``; decorates a handler (registered as a task) or a ``Task``. ``name`` defaults to
         the task's name. ``missed``: skip | once | all (up to ``max_catchup``) for ticks missed
         while no scheduler ran; ``overlap``: skip a tick while the previous run is unfinished,
         or allow. See docs/scheduler.md. Raises ``ConfigError`` for a bad expression, zone,
-        policy or a duplicate name."""
-        args_json = PayloadCodec(max_bytes=self.settings.max_payload_bytes).encode_args(
-            tuple(args), kwargs or {}
-        )
+        policy, arguments that are not JSON, or a duplicate name."""
+        try:
+            args_json = PayloadCodec(max_bytes=self.settings.max_payload_bytes).encode_args(
+                tuple(args), kwargs or {}
+            )
+        except errors.PayloadError as exc:
+            raise errors.ConfigError(f"periodic task arguments: {exc}") from None
         # Validated now, so a bad expression fails before anything is registered.
         checked = _cron.build_schedule(
             name or "unnamed",

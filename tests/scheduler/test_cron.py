@@ -144,6 +144,9 @@ def test_unknown_zones_and_policies_are_rejected_at_registration() -> None:
         app.periodic(cron="* * * * *", missed="twice")(lambda ctx: None)
     with pytest.raises(errors.ConfigError, match="max_catchup"):
         app.periodic(cron="* * * * *", missed="all", max_catchup=0)(lambda ctx: None)
+    with pytest.raises(errors.ConfigError, match="periodic task arguments"):
+        app.periodic(cron="* * * * *", args=(object(),))
+    assert app.schedules == {} and len(app.registry) == 0
 
 
 def test_periodic_declares_a_schedule_for_a_new_or_an_existing_task() -> None:
