@@ -125,7 +125,7 @@ def test_three_schedulers_fire_each_of_100_ticks_once_across_a_kill(
     fleets = [[processes.start(lg.url, *scheduler_args()) for _ in range(3)] for lg in ledgers]
     try:
         # Every instance is up and the schedule fires: the window starts a little later.
-        firsts = [wait_until(lg.latest_tick, 90, "first tick", 0.25) for lg in ledgers]
+        firsts = [wait_until(lg.latest_tick, 150, "first tick", 0.25) for lg in ledgers]
         for proc in (p for fleet in fleets for p in fleet):
             wait_until(lambda p=proc: b"running" in p.log.read_bytes(), 60, "start")  # type: ignore[attr-defined]
         start = max(firsts) + timedelta(seconds=5)
