@@ -3,11 +3,12 @@ client; nothing in ledgerq is global. Connections open on first use, not at impo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -15,14 +16,18 @@ from ledgerq import bootstrap
 from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
 from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import EnqueueResult
 from ledgerq.core.limits import Breaker, KeyFunction, Rate, RateLimiter, TaskLimits
 from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import LimitStore, RateLimitBackend
 from ledgerq.core.retry import RetryPolicy
+from ledgerq.core.schedules import Schedule
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.runtime import cron as _cron
 from ledgerq.runtime.locks import HeldLock, Locks
-from ledgerq.runtime.worker import Worker
+from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
+from ledgerq.runtime.worker import Worker, new_worker_id
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -142,6 +147,8 @@ class LedgerQ:
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self.settings = settings or load_settings(**overrides)
         self.registry = TaskRegistry()
+        self.schedules: dict[str, Schedule] = {}
+        """Periodic tasks declared with ``periodic``, by schedule name."""
         self._parts: bootstrap.Parts | None = None
         self._client: Client | None = None
         self._locks: Locks | None = None
@@ -278,6 +285,74 @@ class LedgerQ:
     def limits(self) -> LimitStore:
         """Circuit breakers and concurrency slots: ``app.limits.list_breakers()``."""
         return self.parts.limits
+
+    def periodic(
+        self,
+        *,
+        cron: str,
+        tz: str = "UTC",
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        name: str | None = None,
+        queue: str | None = None,
+        missed: Literal["skip", "once", "all"] = "skip",
+        max_catchup: int = 10,
+        overlap: Literal["skip", "allow"] = "allow",
+    ) -> Callable[[Callable[P, R] | Task[P, R]], Task[P, R]]:
+        """Run a task at every tick of ``cron`` (5 fields, or 6 with seconds first) in time zone
+        ``tz``; decorates a handler (registered as a task) or a ``Task``. ``name`` defaults to
+        the task's name. ``missed``: skip | once | all (up to ``max_catchup``) for ticks missed
+        while no scheduler ran; ``overlap``: skip a tick while the previous run is unfinished,
+        or allow. See docs/scheduler.md. Raises ``ConfigError`` for a bad expression, zone,
+        policy, arguments that are not JSON, or a duplicate name."""
+        try:
+            args_json = PayloadCodec(max_bytes=self.settings.max_payload_bytes).encode_args(
+                tuple(args), kwargs or {}
+            )
+        except errors.PayloadError as exc:
+            raise errors.ConfigError(f"periodic task arguments: {exc}") from None
+        # Validated now, so a bad expression fails before anything is registered.
+        checked = _cron.build_schedule(
+            name or "unnamed",
+            cron_expression=cron,
+            task="unnamed",
+            args_json=args_json,
+            tz=tz,
+            queue=queue,
+            missed=missed,
+            max_catchup=max_catchup,
+            overlap=overlap,
+        )
+
+        def declare(target: Callable[P, R] | Task[P, R]) -> Task[P, R]:
+            task = target if isinstance(target, Task) else self.task(target)
+            schedule = dataclasses.replace(checked, name=name or task.name, task=task.name)
+            if schedule.name in self.schedules:
+                raise errors.ConfigError(f"schedule {schedule.name!r} is declared twice")
+            self.schedules[schedule.name] = schedule
+            return task
+
+        return declare
+
+    def scheduler(
+        self,
+        *,
+        instance_id: str | None = None,
+        options: SchedulerOptions | None = None,
+        on_fired: Callable[[str], None] | None = None,
+    ) -> Scheduler:
+        """A scheduler firing this application's schedules (those declared with ``periodic``
+        are stored by ``Scheduler.declare``, which ``ledgerq scheduler`` calls at start).
+        ``instance_id`` is recorded as ``executed_by`` (defaults to host:pid:random);
+        ``on_fired(schedule_name)`` (optional) counts ticks, e.g. for metrics."""
+        return bootstrap.build_scheduler(
+            self.settings,
+            self.parts,
+            self.registry,
+            options or SchedulerOptions(),
+            instance_id=instance_id or new_worker_id(),
+            on_fired=on_fired,
+        )
 
     @contextmanager
     def transaction(self, connection: Any) -> Iterator[Any]:

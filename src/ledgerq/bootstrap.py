@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -17,6 +18,7 @@ from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
+from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions, job_for
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
@@ -24,6 +26,7 @@ from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.limits import SqlLimitStore
 from ledgerq.store.locks import SqlLocks
 from ledgerq.store.repair import SqlLedgerRepair
+from ledgerq.store.schedules import SqlScheduleStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
@@ -277,3 +280,29 @@ def build_locks(settings: Settings, parts: Parts) -> Locks:
         settings.redis_url.get_secret_value(), namespace=settings.namespace, counter=ledger
     )
     return Locks(manager, ledger)
+
+
+def build_scheduler(
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    options: SchedulerOptions,
+    *,
+    instance_id: str,
+    on_fired: Callable[[str], None] | None = None,
+) -> Scheduler:
+    """A scheduler on the ledger of ``parts`` whose jobs are announced on the producer
+    transport of ``settings``; ``instance_id`` is recorded as each run's ``executed_by``."""
+    return Scheduler(
+        SqlScheduleStore(parts.store),
+        producer_transport(settings),
+        lambda schedule: job_for(registry, schedule),
+        instance_id,
+        options,
+        on_fired,
+    )
+
+
+def schedule_store(parts: Parts) -> SqlScheduleStore:
+    """The schedules of the ledger of ``parts`` (for ``ledgerq schedule``)."""
+    return SqlScheduleStore(parts.store)

@@ -27,6 +27,7 @@ from ledgerq.cli.commands import (
     locks,
     queue,
     reconcile,
+    schedule,
     serve,
     worker,
 )
@@ -98,6 +99,8 @@ cli.add_command(demo.command)
 cli.add_command(bench.command)
 cli.add_command(reconcile.command)
 cli.add_command(serve.command)
+cli.add_command(schedule.group)
+cli.add_command(schedule.scheduler_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

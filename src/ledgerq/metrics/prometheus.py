@@ -85,6 +85,12 @@ class PrometheusSink:
             "Job ids from Redis whose claim failed (taken, finished, unknown, malformed).",
             registry=registry,
         )
+        self.ticks_fired = Counter(
+            "scheduler_ticks_fired",
+            "Schedule ticks this process fired (each tick is fired by one instance only).",
+            ["schedule"],
+            registry=registry,
+        )
 
     def emit(self, event: Event) -> None:
         """Record one event; cheap, never raises."""
@@ -99,6 +105,10 @@ class PrometheusSink:
                     self.reconciled.labels(action).inc(count)
         elif isinstance(event, HintsDropped):
             self.hints_dropped.inc(event.count)
+
+    def count_tick(self, schedule: str) -> None:
+        """Count one tick of ``schedule`` fired by this process."""
+        self.ticks_fired.labels(schedule).inc()
 
     def record_health_check(self, ok: bool) -> None:
         """Count one health check of this worker."""

@@ -247,3 +247,44 @@ circuit_breakers = sa.Table(
     sa.Column("trial_started_at", Timestamp, nullable=True),
     sa.Column("updated_at", Timestamp, nullable=False),
 )
+
+# -- the scheduler: cron schedules and one row per fired tick ------------------------------
+
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("cron", sa.String(200), nullable=False),
+    sa.Column("tz", sa.String(64), nullable=False),
+    sa.Column("task", sa.String(200), nullable=False),
+    sa.Column("args", LongText, nullable=False),
+    sa.Column("queue", sa.String(64), nullable=True),
+    sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    # skip | once | all (see core/schedules.py), and how many missed ticks ``all`` runs.
+    sa.Column("missed", sa.String(8), nullable=False),
+    sa.Column("max_catchup", sa.Integer, nullable=False),
+    # skip | allow: whether a tick fires while the previous run's job is unfinished.
+    sa.Column("overlap", sa.String(8), nullable=False),
+    # code (declared with @app.periodic, upserted at scheduler start) | runtime (CLI)
+    sa.Column("source", sa.String(8), nullable=False),
+    # Every tick up to here was fired or deliberately skipped (NULL: start from now).
+    sa.Column("last_tick", Timestamp, nullable=True),
+    sa.Column("next_tick", Timestamp, nullable=True),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+# One row per fired tick, written in the same transaction as its job: the unique key is what
+# makes a tick fire once however many schedulers run (a duplicate rolls back with its job).
+schedule_runs = sa.Table(
+    "schedule_runs",
+    metadata,
+    sa.Column("id", JobId, primary_key=True, autoincrement=True),
+    sa.Column("schedule", sa.String(200), nullable=False),
+    sa.Column("tick", Timestamp, nullable=False),
+    # NULL when the tick was skipped because the previous run was unfinished (overlap=skip).
+    sa.Column("job_id", JobId, nullable=True),
+    sa.Column("executed_by", sa.String(160), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Index("ix_schedule_runs_schedule_tick", "schedule", "tick", unique=True),
+)

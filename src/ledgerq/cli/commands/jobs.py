@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -15,6 +16,18 @@ from ledgerq.core.states import JobState
 @click.group("job")
 def group() -> None:
     """Enqueue and inspect jobs."""
+
+
+def parse_args_option(text: str) -> tuple[list[Any], dict[str, Any]]:
+    """``--args`` as (positional, keyword) arguments; ``PayloadError`` if it is not a JSON
+    list or object."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise errors.PayloadError(f"--args is not JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(parsed, list | dict):
+        raise errors.PayloadError("--args must be a JSON list (positional) or object (keyword)")
+    return (parsed, {}) if isinstance(parsed, list) else ([], parsed)
 
 
 @group.command("enqueue")
@@ -42,13 +55,7 @@ def enqueue(
     held: bool,
 ) -> int:
     """Enqueue one job of TASK."""
-    try:
-        parsed = json.loads(args_text)
-    except json.JSONDecodeError as exc:
-        raise errors.PayloadError(f"--args is not JSON: {exc.msg} at position {exc.pos}") from None
-    if not isinstance(parsed, list | dict):
-        raise errors.PayloadError("--args must be a JSON list (positional) or object (keyword)")
-    args, kwargs = (parsed, {}) if isinstance(parsed, list) else ([], parsed)
+    args, kwargs = parse_args_option(args_text)
     app = cli.app(tasks_needed=True)
     job = app.client.build(
         task,

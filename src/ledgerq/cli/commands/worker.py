@@ -9,6 +9,7 @@ from types import FrameType
 
 import click
 
+from ledgerq.cli.commands import schedule
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.metrics.exporter import HealthExporter
 from ledgerq.metrics.prometheus import MetricsHub
@@ -60,6 +61,12 @@ def group() -> None:
     help="Recycle a managed worker process above N MiB resident memory (with --processes).",
 )
 @click.option("--managed", is_flag=True, hidden=True, help="Run as a manager's child.")
+@click.option(
+    "--scheduler",
+    "with_scheduler",
+    is_flag=True,
+    help="Also fire the schedules' ticks (each tick fires once however many run it).",
+)
 @pass_cli
 def start(
     cli: CliContext,
@@ -78,6 +85,7 @@ def start(
     max_jobs: int | None,
     max_memory: float | None,
     managed: bool,
+    with_scheduler: bool,
 ) -> int:
     """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
     period) or a stop request (``worker stop``). Unfinished jobs are put back to ``queued``.
@@ -113,9 +121,12 @@ def start(
         hub.watch_transport(worker.transport_fallback_active)
         exporter = _health_exporter(worker, hub, health_host, health_port)
         exporter.start()
+    scheduler = schedule.start_in_worker(app, worker.id, hub) if with_scheduler else None
     try:
         stats = worker.run()
     finally:
+        if scheduler is not None:
+            scheduler.stop()
         if exporter is not None:
             exporter.stop()
     if cli.as_json:

@@ -1,0 +1,196 @@
+"""Scheduler: fires the ticks of every schedule, as many instances as you like at once.
+
+Each pass reads the database clock and every schedule, plans the due ticks (runtime/cron.py)
+and fires them one by one through ``ScheduleStore.fire_tick``, whose unique run row makes a
+tick fire once fleet-wide. Progress (``last_tick``) moves only past ticks that were fired (by
+anyone) or dropped by the missed-tick policy, so an instance killed mid-pass leaves its
+remaining ticks to the others.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import structlog
+
+from ledgerq.core import errors
+from ledgerq.core.job import JobHint, NewJob, check_queue_name
+from ledgerq.core.ports import Transport
+from ledgerq.core.schedules import (
+    FireOutcome,
+    Schedule,
+    ScheduleSource,
+    ScheduleState,
+    ScheduleStore,
+)
+from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime import cron
+
+log = structlog.get_logger("ledgerq.scheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """How often the scheduler looks and what it counts as a missed tick (seconds)."""
+
+    poll_interval_seconds: float = 1.0
+    """Longest sleep between passes (a pass also runs right after the next tick is due)."""
+    grace_seconds: float = 60.0
+    """Ticks at most this old when seen are late, not missed: they all fire."""
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass did, per outcome, and the schedules it failed on."""
+
+    fired: dict[str, int] = field(default_factory=dict)
+    taken: int = 0
+    skipped_overlap: int = 0
+    errors: int = 0
+    next_due_at: datetime | None = None
+    seconds_to_next: float | None = None
+    """By the database clock at the pass's start: how long until the earliest next tick."""
+
+
+def job_for(registry: TaskRegistry, schedule: Schedule) -> NewJob:
+    """The job a tick of ``schedule`` enqueues: the task's defaults (queue, priority, attempts,
+    timeout) when the application registers it, else the ``default`` queue."""
+    spec = registry.get(schedule.task) if schedule.task in registry else None
+    queue = schedule.queue or (spec.queue if spec is not None else "default")
+    return NewJob(
+        task=schedule.task,
+        queue=check_queue_name(queue),
+        args_json=schedule.args_json,
+        priority=spec.priority if spec is not None else 0,
+        max_attempts=spec.retry.max_attempts if spec is not None else 3,
+        timeout_seconds=spec.timeout_seconds if spec is not None else None,
+    )
+
+
+class Scheduler:
+    """Runs passes on its own thread (``start``/``stop``) or one at a time (``run_once``)."""
+
+    def __init__(
+        self,
+        store: ScheduleStore,
+        transport: Transport,
+        build_job: Callable[[Schedule], NewJob],
+        instance_id: str,
+        options: SchedulerOptions | None = None,
+        on_fired: Callable[[str], None] | None = None,
+    ) -> None:
+        """``build_job`` makes a tick's job; ``instance_id`` is recorded as ``executed_by``;
+        ``on_fired(schedule_name)`` (optional) counts fired ticks, e.g. for metrics."""
+        self._store = store
+        self._transport = transport
+        self._build_job = build_job
+        self.instance_id = instance_id
+        self._options = options or SchedulerOptions()
+        self._on_fired = on_fired
+        self._declared: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.run, name="ledgerq-scheduler", daemon=True)
+
+    def declare(self, schedules: Sequence[Schedule]) -> None:
+        """Store the application's code-declared schedules (idempotent; run at start). This
+        scheduler fires those and every run-time schedule; a code schedule that no longer
+        appears in the code stays stored but fires nowhere until ``schedule remove``."""
+        self._declared = {s.name for s in schedules}
+        if schedules:
+            self._store.upsert_schedules(list(schedules))
+
+    def _fires(self, state: ScheduleState) -> bool:
+        schedule = state.schedule
+        if state.paused or self._stop.is_set():
+            return False
+        return schedule.source is ScheduleSource.RUNTIME or schedule.name in self._declared
+
+    def start(self) -> None:
+        """Run passes on a background thread until ``stop``."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current tick (a tick's transaction is never cut in half)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    def request_stop(self) -> None:
+        """Ask ``run`` to return after the current tick (safe from a signal handler)."""
+        self._stop.set()
+
+    def run(self) -> None:
+        """Pass until stopped; a database outage is logged and retried, never fatal."""
+        while not self._stop.is_set():
+            wait = self._options.poll_interval_seconds
+            started = time.monotonic()
+            try:
+                report = self.run_once()
+            except errors.StoreError as exc:
+                log.warning("scheduler pass failed", error=str(exc))
+            else:
+                if report.seconds_to_next is not None:
+                    due_in = report.seconds_to_next - (time.monotonic() - started)
+                    wait = min(wait, max(due_in, 0.0))
+            self._stop.wait(wait + 0.005)  # land just after the tick, not just before
+
+    def run_once(self) -> PassReport:
+        """One pass over every active schedule; raise ``StoreError`` if the ledger is down."""
+        report = PassReport()
+        now = self._store.database_now()
+        for state in self._store.list_schedules():
+            if not self._fires(state):
+                continue
+            try:
+                self._run_schedule(state, now, report)
+            except errors.StoreError as exc:
+                report.errors += 1
+                log.warning("schedule failed", schedule=state.schedule.name, error=str(exc))
+            except errors.LedgerqError as exc:  # e.g. a stored cron that no longer parses
+                report.errors += 1
+                log.error("schedule is unusable", schedule=state.schedule.name, error=str(exc))
+        if report.next_due_at is not None:
+            report.seconds_to_next = (report.next_due_at - now).total_seconds()
+        return report
+
+    def _run_schedule(self, state: ScheduleState, now: datetime, report: PassReport) -> None:
+        schedule = state.schedule
+        plan = cron.plan_ticks(
+            schedule,
+            last_tick=state.last_tick,
+            now=now,
+            grace_seconds=self._options.grace_seconds,
+        )
+        for tick in plan.fire:
+            if self._stop.is_set():
+                return  # progress stays before the unfired ticks
+            self._fire(schedule, tick, report)
+        self._store.advance(schedule.name, last_tick=plan.last_tick, next_tick=plan.next_tick)
+        if report.next_due_at is None or plan.next_tick < report.next_due_at:
+            report.next_due_at = plan.next_tick
+
+    def _fire(self, schedule: Schedule, tick: datetime, report: PassReport) -> None:
+        job = self._build_job(schedule)
+        result = self._store.fire_tick(schedule, tick, job, executed_by=self.instance_id)
+        if result.outcome is FireOutcome.TAKEN:
+            report.taken += 1
+        elif result.outcome is FireOutcome.SKIPPED_OVERLAP:
+            report.skipped_overlap += 1
+            log.info("tick skipped: previous run unfinished", schedule=schedule.name, tick=tick)
+        elif result.outcome is FireOutcome.FIRED and result.job_id is not None:
+            report.fired[schedule.name] = report.fired.get(schedule.name, 0) + 1
+            log.info("tick fired", schedule=schedule.name, tick=tick, job_id=result.job_id)
+            if self._on_fired is not None:
+                self._on_fired(schedule.name)
+            self._announce(JobHint(result.job_id, job.queue, job.priority))
+
+    def _announce(self, hint: JobHint) -> None:
+        try:
+            self._transport.push([hint])
+        except errors.TransportError as exc:
+            # The job is in the ledger; workers find it by query or via the reconciler.
+            log.warning("could not announce a scheduled job", job_id=hint.job_id, error=str(exc))
