@@ -15,8 +15,10 @@ from ledgerq.core.ports import ControlChannel, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
+from ledgerq.store.batches import SqlBatchStore
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.items import SqlJobItems
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.transport.polling import PollingTransport
@@ -38,9 +40,13 @@ class Parts:
     codec: PayloadCodec
     fleet: SqlFleetAdmin
     repair: SqlLedgerRepair = field(init=False)
+    items: SqlJobItems = field(init=False)
+    batches: SqlBatchStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
+        self.items = SqlJobItems(self.store.engine)
+        self.batches = SqlBatchStore(self.store)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -204,6 +210,7 @@ def build_worker(
         events=events,
         fleet_store=parts.fleet,
         control=control,
+        items=parts.items,
     )
 
 

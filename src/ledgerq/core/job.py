@@ -97,6 +97,7 @@ class Job:
     result_json: str | None = None
     error_json: str | None = None
     expires_at: datetime | None = None
+    batch_id: int | None = None
 
     @property
     def hint(self) -> JobHint:
@@ -132,6 +133,7 @@ class Job:
             result_json=row.get("result"),
             error_json=row.get("error"),
             expires_at=when("expires_at"),
+            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
         )
 
 
