@@ -159,7 +159,7 @@ def test_batch_callbacks_fire_once_each_when_their_condition_first_holds(
     finish(stores, members[2:], S.SUCCEEDED)
     assert callback_tasks(stores) == ["on_complete", "on_failure"]
     (callback,) = [j for j in stores.jobs.list_jobs(queue="cb") if j.task == "on_failure"]
-    assert '"batch_id":%d' % batch_id in callback.args_json
+    assert f'"batch_id":{batch_id}' in callback.args_json
     status = stores.batches.get_batch(batch_id)
     assert (status.size, status.finished, status.counts[S.DEAD]) == (3, 3, 1)
     # Only the dead member is retried; when it succeeds, success fires (complete does not again).

@@ -84,8 +84,24 @@ class JobContext:
         SQLAlchemy connection to the ledger's database, inside the transaction that wrote the
         item's effect) the record commits or rolls back with the effect: exactly once. Raise
         ``LeaseLost`` if this attempt lost its job, ``ItemAlreadyDone`` if it was recorded."""
+        self.items_done([key], tx=tx, results=[result])
+
+    def item_chunks(self, keys: Iterable[Any], size: int = 100) -> Iterator[list[str]]:
+        """Like ``items``, in lists of up to ``size`` unfinished keys: write a chunk's
+        effects in one transaction with ``items_done(chunk, tx=...)``."""
+        return self._tracker().iterate_chunks(keys, size)
+
+    def items_done(
+        self, keys: Iterable[Any], *, tx: object | None = None, results: Iterable[Any] = ()
+    ) -> None:
+        """``item_done`` for many keys in one write (``results``, if given, pair up with
+        ``keys``)."""
+        listed = list(keys)
+        paired = list(results) or [None] * len(listed)
+        if len(paired) != len(listed):
+            raise errors.InvalidJob("items_done: give one result per key, or none")
         try:
-            self._tracker().mark_done(key, result, tx)
+            self._tracker().mark_done(list(zip(listed, paired, strict=True)), tx)
         except errors.LeaseLost:
             self.mark_lost()
             raise

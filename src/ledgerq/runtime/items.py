@@ -9,7 +9,7 @@ next attempt (at least once for those).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import structlog
@@ -41,30 +41,44 @@ class ItemTracker:
     def iterate(self, keys: Iterable[Any]) -> Iterator[str]:
         """Yield the keys not finished by any attempt; record each one whose loop body ended
         without an exception (unless ``item_done`` recorded it)."""
+        chunks = self.iterate_chunks(keys, 1)
+        try:
+            for chunk in chunks:
+                yield chunk[0]
+        finally:
+            chunks.close()
+
+    def iterate_chunks(self, keys: Iterable[Any], size: int) -> Generator[list[str]]:
+        """Like ``iterate``, but yield the unfinished keys in lists of up to ``size``; a
+        chunk counts as finished when the next one is asked for."""
+        if size < 1:
+            raise errors.InvalidJob(f"chunk size must be at least 1, got {size}")
         wanted = [check_item_key(k) for k in keys]
         done = self._store.begin_items(self._claim, total=len(wanted))
+        remaining = [key for key in dict.fromkeys(wanted) if key not in done]
         try:
-            for key in wanted:
-                if key in done:
-                    continue
-                yield key
-                if key not in self._recorded:
-                    self._buffer.append((key, None))
-                    self._recorded.add(key)
-                    self._flush_if_due()
+            for start in range(0, len(remaining), size):
+                chunk = remaining[start : start + size]
+                yield chunk
+                finished = [key for key in chunk if key not in self._recorded]
+                self._buffer.extend((key, None) for key in finished)
+                self._recorded.update(finished)
+                self._flush_if_due()
         except GeneratorExit:
             # The loop was left (an exception or break): keep what finished before.
             self._flush_quietly()
             raise
         self.flush()
 
-    def mark_done(self, key: Any, result: Any = None, tx: object | None = None) -> None:
-        """Record one item now, in ``tx``'s transaction when given (raise ``LeaseLost`` if the
-        attempt lost its job: the transaction must then roll back)."""
-        text = check_item_key(key)
-        encoded = None if result is None else self._codec.encode(result)
-        self._store.record_items(self._claim, [(text, encoded)], connection=tx)
-        self._recorded.add(text)
+    def mark_done(self, items: list[tuple[Any, Any]], tx: object | None = None) -> None:
+        """Record ``(key, result)`` items now, in ``tx``'s transaction when given (raise
+        ``LeaseLost`` if the attempt lost its job: the transaction must then roll back)."""
+        rows = [
+            (check_item_key(key), None if result is None else self._codec.encode(result))
+            for key, result in items
+        ]
+        self._store.record_items(self._claim, rows, connection=tx)
+        self._recorded.update(key for key, _ in rows)
 
     def flush(self) -> None:
         """Write the buffered items."""
