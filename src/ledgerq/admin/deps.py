@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgerq.client import Client
+from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
 
@@ -28,6 +29,8 @@ class AdminDeps:
     fleet: FleetView
     probes: Sequence[HealthProbe]
     render_metrics: Callable[[], tuple[bytes, str]]
+    items: JobItemStore | None = None
+    """Progress of batch items, shown with a job (optional)."""
 
 
 def mask_secrets(value: Any) -> Any:

@@ -32,6 +32,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         fleet=ops.fleet,
         probes=ops.probes,
         render_metrics=ops.metrics.render,
+        items=app.parts.items,
     )
     auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
     # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.
