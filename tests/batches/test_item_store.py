@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from ledgerq.store.items import SqlJobItems
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.tables import job_items, jobs
+from tests.helpers import wait_until
 
 S = JobState
 
@@ -201,3 +203,19 @@ def test_unknown_and_invalid_batches_are_refused(stores: Stores) -> None:
         stores.batches.create_batch([], CALLBACKS)
     with pytest.raises(errors.InvalidJob):
         stores.batches.create_batch([new(dedupe_key="k")], CALLBACKS)
+
+
+def test_recorded_items_count_as_progress_for_the_stuck_check(stores: Stores) -> None:
+    claim = running(stores)
+    claimed_at = time.monotonic()
+    stuck_after = 1.0
+    wait_until(lambda: time.monotonic() > claimed_at + stuck_after + 0.2, what="heartbeat stale")
+    stores.items.record_items(claim, [("a", None)])
+    # No heartbeat for longer than stuck_after, but an item just now: not stuck.
+    assert stores.repair.reset_stuck_jobs(stuck_after_seconds=stuck_after, limit=10).requeued == []
+    reset = wait_until(
+        lambda: stores.repair.reset_stuck_jobs(stuck_after_seconds=stuck_after, limit=10).requeued,
+        what="stuck once items stop",
+        timeout=10,
+    )
+    assert [h.job_id for h in reset] == [claim.job_id]
