@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -219,3 +220,13 @@ def test_recorded_items_count_as_progress_for_the_stuck_check(stores: Stores) ->
         timeout=10,
     )
     assert [h.job_id for h in reset] == [claim.job_id]
+
+
+def test_concurrent_final_outcomes_fire_each_callback_once(stores: Stores) -> None:
+    batch_id, _ = stores.batches.create_batch([new() for _ in range(24)], CALLBACKS)
+    members = stores.claim(limit=24)
+    groups = [members[i::8] for i in range(8)]  # eight completers, three members each
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda group: finish(stores, group, S.SUCCEEDED), groups))
+    assert callback_tasks(stores) == ["on_complete", "on_success"]
+    assert stores.batches.get_batch(batch_id).counts == {S.SUCCEEDED: 24}
