@@ -13,7 +13,6 @@ The test creates ``item_effects`` (``metadata.create_all``); the database comes 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ledgerq import JobContext, LedgerQ
-from ledgerq.store.engine import create_engine
+from tests.acceptance.effects_app import effects_engine
 
 metadata = sa.MetaData()
 
@@ -36,17 +35,6 @@ item_effects = sa.Table(
 
 PROCESS = "items.process"
 QUEUE = "items"
-
-_engines: dict[str, sa.Engine] = {}
-_lock = threading.Lock()
-
-
-def effects_engine(url: str) -> sa.Engine:
-    """One engine per database URL and process."""
-    with _lock:
-        if url not in _engines:
-            _engines[url] = create_engine(url, pool_size=2)
-        return _engines[url]
 
 
 def item_keys(total: int) -> list[str]:
