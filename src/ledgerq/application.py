@@ -13,6 +13,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 from pydantic import ValidationError
 
 from ledgerq import bootstrap
+from ledgerq.batching import Batch, BatchClient, TaskRef
 from ledgerq.client import Client
 from ledgerq.config import Settings, load_settings
 from ledgerq.core import errors
@@ -183,6 +184,30 @@ class LedgerQ:
                 self.parts.codec,
             )
         return self._client
+
+    @property
+    def batches(self) -> BatchClient:
+        """``app.batches.get(id)``, ``.retry_failed(id)``."""
+        client = self.client
+        return BatchClient(self.parts.batches, client.build, client.announce, self.registry.get)
+
+    def batch(
+        self,
+        calls: Iterable[tuple[Any, ...]] | None = None,
+        *,
+        on_success: TaskRef | None = None,
+        on_failure: TaskRef | None = None,
+        on_complete: TaskRef | None = None,
+        tx: object | None = None,
+    ) -> Batch:
+        """A batch of jobs whose callbacks (tasks called with ``batch_id=``) run once each:
+        ``on_failure`` when a member first dies, ``on_success`` when all succeeded,
+        ``on_complete`` when all finished. With ``calls`` (``(task, args)`` or ``(task, args,
+        kwargs)``) it is stored at once (in ``tx`` if given); else ``add`` jobs and
+        ``enqueue()``, or use it as a ``with`` block that enqueues on a clean exit."""
+        batches = self.batches
+        batch = batches.new(on_success=on_success, on_failure=on_failure, on_complete=on_complete)
+        return batch if calls is None else batches.enqueue(calls, batch, tx=tx)
 
     @property
     def jobs(self) -> Client:

@@ -20,8 +20,10 @@ from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions, job_for
 from ledgerq.runtime.worker import Worker, WorkerOptions
+from ledgerq.store.batches import SqlBatchStore
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.items import SqlJobItems
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.limits import SqlLimitStore
 from ledgerq.store.locks import SqlLocks
@@ -47,10 +49,14 @@ class Parts:
     fleet: SqlFleetAdmin
     repair: SqlLedgerRepair = field(init=False)
     limits: SqlLimitStore = field(init=False)
+    items: SqlJobItems = field(init=False)
+    batches: SqlBatchStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
         self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
+        self.items = SqlJobItems(self.store.engine)
+        self.batches = SqlBatchStore(self.store)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -215,6 +221,7 @@ def build_worker(
         fleet_store=parts.fleet,
         control=control,
         gate=LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),
+        items=parts.items,
     )
 
 

@@ -147,6 +147,12 @@ class Client:
         """Cancel a job that has not finished."""
         return self.store.cancel_job(job_id)
 
+    def start(self, job_id: int) -> Job:
+        """Start a held job: it is queued now (``InvalidTransition`` if it is not held)."""
+        job = self.store.start_job(job_id)
+        self.announce([job.hint])
+        return job
+
     def retry(self, job_id: int) -> Job:
         """Run a failed, dead or cancelled job again now."""
         job = self.store.retry_job(job_id)

@@ -147,8 +147,14 @@ def list_jobs(
 
 @router.get("/api/v1/jobs/{job_id}", response_model=schemas.JobOut, tags=["jobs"])
 def get_job(job_id: JobId, _caller: Reader, deps: Deps) -> dict[str, Any]:
-    """One job with its arguments (secrets masked), error and traceback."""
-    return job_document(deps.client.get(job_id))
+    """One job with its arguments (secrets masked), error and traceback, and the progress of
+    its batch items (``items``, null for a job without items)."""
+    document = job_document(deps.client.get(job_id))
+    if deps.items is not None:
+        progress = deps.items.item_progress(job_id)
+        if progress.total is not None or progress.done > 0:
+            document["items"] = progress.as_dict()
+    return document
 
 
 @router.post("/api/v1/jobs/{job_id}/cancel", response_model=schemas.JobOut, tags=["jobs"])
@@ -164,6 +170,14 @@ def retry_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dic
     """Queue a failed, dead or cancelled job again now (409 otherwise)."""
     job = deps.client.retry(job_id)
     _audit(request, caller, "retry", job_id=job_id, state=job.state.value)
+    return job_document(job)
+
+
+@router.post("/api/v1/jobs/{job_id}/start", response_model=schemas.JobOut, tags=["jobs"])
+def start_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
+    """Start a held job: it is queued now (409 if it is not held)."""
+    job = deps.client.start(job_id)
+    _audit(request, caller, "start", job_id=job_id, state=job.state.value)
     return job_document(job)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgerq.client import Client
+from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
@@ -33,6 +34,8 @@ class AdminDeps:
     locks: LockAdmin | None = None
     limits: LimitStore | None = None
     """Circuit breakers (``GET /admin/queue/breakers``); None: none are listed."""
+    items: JobItemStore | None = None
+    """Progress of batch items, shown with a job (optional)."""
 
 
 def mask_secrets(value: Any) -> Any:

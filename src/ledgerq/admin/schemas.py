@@ -51,6 +51,17 @@ class JobError(BaseModel):
     attempt: int | None = None
 
 
+class ItemsOut(BaseModel):
+    """How far a batch job's items are (see ``ctx.items()``)."""
+
+    total: int | None
+    done: int
+    done_this_attempt: int
+    rate_per_second: float | None
+    eta_seconds: float | None
+    last_item_at: datetime | None
+
+
 class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field named kwargs
     """A job as the ledger records it; arguments with secret-looking names are masked."""
 
@@ -73,6 +84,7 @@ class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field n
     timeout_seconds: float | None
     result: Any = None
     error: JobError | None = None
+    items: ItemsOut | None = Field(default=None, description="Progress of the batch items.")
 
 
 class EnqueueResponse(BaseModel):

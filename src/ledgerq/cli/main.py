@@ -16,6 +16,7 @@ import structlog
 
 from ledgerq.cli import logs
 from ledgerq.cli.commands import (
+    batches,
     bench,
     config,
     db,
@@ -95,6 +96,7 @@ for command in (*fleet.COMMANDS, *fleet_checks.WORKER_COMMANDS):
     worker.group.add_command(command)
 for command in (*fleet_checks.QUEUE_COMMANDS, *locks.QUEUE_COMMANDS, *limits.QUEUE_COMMANDS):
     queue.group.add_command(command)
+cli.add_command(batches.group)
 cli.add_command(demo.command)
 cli.add_command(bench.command)
 cli.add_command(reconcile.command)

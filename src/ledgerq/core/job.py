@@ -116,6 +116,7 @@ class Job:
     result_json: str | None = None
     error_json: str | None = None
     expires_at: datetime | None = None
+    batch_id: int | None = None
 
     @property
     def hint(self) -> JobHint:
@@ -151,6 +152,7 @@ class Job:
             result_json=row.get("result"),
             error_json=row.get("error"),
             expires_at=when("expires_at"),
+            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
         )
 
 

@@ -30,6 +30,8 @@ class Completion:
     result_json: str | None = None
     error_json: str | None = None
     retry_delay_seconds: float = 0.0
+    batch_id: int | None = None
+    """The job's batch: its final outcome may fire the batch's callbacks."""
 
 
 class JobStore(Protocol):
@@ -97,6 +99,9 @@ class JobStore(Protocol):
     def retry_job(self, job_id: int) -> Job:
         """Queue a failed, dead or cancelled job again now."""
 
+    def start_job(self, job_id: int) -> Job:
+        """Queue a ``held`` job now; raise ``InvalidTransition`` if it is not held."""
+
     def hints_for(self, job_ids: Sequence[int]) -> list[JobHint]:
         """Hints of those of ``job_ids`` that are ``queued`` now (to announce them)."""
 
@@ -139,6 +144,10 @@ class LedgerRepair(Protocol):
         self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
     ) -> Purge:
         """Delete finished jobs past their retention and unstarted jobs past ``expires_at``."""
+
+    def advance_batches(self, *, limit: int) -> int:
+        """Fire the due callbacks of up to ``limit`` unfinished batches (members that died by
+        failover or were cancelled); return how many fired."""
 
 
 class ControlChannel(Protocol):

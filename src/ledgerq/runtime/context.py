@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Claim, Job
+from ledgerq.runtime.items import ItemTracker
 
 
 @dataclass(slots=True)
@@ -17,6 +23,8 @@ class JobContext:
     """
 
     job: Job
+    item_store: JobItemStore | None = None
+    _items: ItemTracker | None = None
     # Plain flags, not Events: one context is made per job on the hot path, and a flag set by
     # one thread and read by another is safe under the GIL.
     _lost: bool = False
@@ -64,3 +72,43 @@ class JobContext:
     def request_stop(self) -> None:
         """Ask the handler to wind down."""
         self._stop = True
+
+    def items(self, keys: Iterable[Any]) -> Iterator[str]:
+        """Iterate over ``keys`` (as strings), skipping those a previous attempt finished; each
+        item whose loop body ends without an exception is recorded as done (buffered, see
+        ``runtime.items``). Raise ``LeaseLost`` once this attempt no longer owns the job."""
+        return self._tracker().iterate(keys)
+
+    def item_done(self, key: Any, result: Any = None, *, tx: object | None = None) -> None:
+        """Record item ``key`` as done now, with an optional JSON ``result``. With ``tx`` (a
+        SQLAlchemy connection to the ledger's database, inside the transaction that wrote the
+        item's effect) the record commits or rolls back with the effect: exactly once. Raise
+        ``LeaseLost`` if this attempt lost its job, ``ItemAlreadyDone`` if it was recorded."""
+        self.items_done([key], tx=tx, results=[result])
+
+    def item_chunks(self, keys: Iterable[Any], size: int = 100) -> Iterator[list[str]]:
+        """Like ``items``, in lists of up to ``size`` unfinished keys: write a chunk's
+        effects in one transaction with ``items_done(chunk, tx=...)``."""
+        return self._tracker().iterate_chunks(keys, size)
+
+    def items_done(
+        self, keys: Iterable[Any], *, tx: object | None = None, results: Iterable[Any] = ()
+    ) -> None:
+        """``item_done`` for many keys in one write (``results``, if given, pair up with
+        ``keys``)."""
+        listed = list(keys)
+        paired = list(results) or [None] * len(listed)
+        if len(paired) != len(listed):
+            raise errors.InvalidJob("items_done: give one result per key, or none")
+        try:
+            self._tracker().mark_done(list(zip(listed, paired, strict=True)), tx)
+        except errors.LeaseLost:
+            self.mark_lost()
+            raise
+
+    def _tracker(self) -> ItemTracker:
+        if self._items is None:
+            if self.item_store is None:
+                raise errors.ConfigError("batch items need a worker with an item store")
+            self._items = ItemTracker(self.item_store, self.claim, PayloadCodec())
+        return self._items

@@ -8,7 +8,9 @@ time (every step is fenced or idempotent, so a second one would only waste work)
 3. ``queued`` jobs older than ``requeue_after`` are announced again (a duplicate hint is
    harmless: the second claim fails on the state);
 4. retention: finished jobs past their retention and never-started jobs past ``expires_at``
-   are deleted, with their artifact folder if they have one.
+   are deleted, with their artifact folder if they have one;
+5. batches whose members finished outside the completion path (failover, cancel) get their
+   due callbacks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from ledgerq.core.ports import JobStore, LedgerRepair, Transport
 
 log = structlog.get_logger("ledgerq.reconciler")
 
+#: Unfinished batches one pass checks for due callbacks (each is locked during the pass).
+BATCHES_PER_PASS = 100
 #: Name of the fleet-wide lock one reconciler pass holds.
 LOCK_NAME = "ledgerq.reconcile"
 
@@ -59,6 +63,7 @@ class ReconcileReport:
     deleted_failed: int = 0
     deleted_expired: int = 0
     folders_removed: int = 0
+    batch_callbacks: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The counts, for logs and ``--json``."""
@@ -132,6 +137,7 @@ class Reconciler:
                 failed_after_seconds=p.retention_failed_seconds,
                 limit=p.batch_limit,
             )
+            report.batch_callbacks = self._repair.advance_batches(limit=BATCHES_PER_PASS)
         report.deleted_succeeded = len(purge.succeeded)
         report.deleted_failed = len(purge.failed)
         report.deleted_expired = len(purge.expired)

@@ -18,6 +18,7 @@ import structlog
 
 from ledgerq.core import errors, fleet
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
 from ledgerq.core.operations import EventSink, JobFinished
 from ledgerq.core.ports import (
@@ -106,6 +107,7 @@ class Worker:
         fleet_store: WorkerStore | None = None,
         control: ControlChannel | None = None,
         gate: LimitGate | None = None,
+        items: JobItemStore | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
         With ``fleet_store`` the worker registers, heartbeats, records health checks and its
@@ -120,6 +122,7 @@ class Worker:
         self._store = store
         self._transport = transport
         self._control = control
+        self._items = items  # batch items of running jobs (``ctx.items()``)
         self._inflight: dict[int, JobContext] = {}
         self._lock = threading.Lock()
         self._stop_requested = False
@@ -305,7 +308,7 @@ class Worker:
         self._completer.add(completion)
 
     def _on_claimed(self, job: Job) -> None:
-        ctx = JobContext(job)
+        ctx = JobContext(job, self._items)
         with self._lock:
             self._inflight[job.id] = ctx
             if self._events is not None:

@@ -16,6 +16,7 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.queues import unpaused
 from ledgerq.store.staging import SqlJobStaging
@@ -331,18 +332,28 @@ class SqlJobStore(SqlJobStaging):
             }
             for c in completions
         ]
+        batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
+        if batch_ids:
+            # Batch members: their outcomes and the batch's callbacks in one transaction.
+            with self._begin() as conn:
+                applied = self._complete_each(conn, params)
+                advance_batches(conn, self.dialect, batch_ids)
+            return applied
         with self._single() as conn:
             fast = self.dialect.complete_group(conn, params)
         if fast is not None:
             return fast
         with self._begin() as conn:
-            return [
-                conn.execute(
-                    self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt, p
-                ).rowcount
-                == 1
-                for p in params
-            ]
+            return self._complete_each(conn, params)
+
+    def _complete_each(self, conn: Connection, params: list[dict[str, Any]]) -> list[bool]:
+        return [
+            conn.execute(
+                self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt, p
+            ).rowcount
+            == 1
+            for p in params
+        ]
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""

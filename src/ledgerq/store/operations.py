@@ -55,6 +55,10 @@ class SqlJobOperations(SqlTransactions):
         """Queue a failed, dead or cancelled job again, due now."""
         return self._move(job_id, S.QUEUED, from_states=FINISHED - {S.SUCCEEDED} | {S.FAILED})
 
+    def start_job(self, job_id: int) -> Job:
+        """Queue a held job, due now; raise ``InvalidTransition`` if it is not held."""
+        return self._move(job_id, S.QUEUED, from_states=frozenset({S.HELD}))
+
     def _move(self, job_id: int, target: JobState, *, from_states: frozenset[JobState]) -> Job:
         d = self.dialect
         values: dict[str, Any] = {"state": target.value, "lease_expires_at": None}

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
+from ledgerq.store import batch_hook
 from ledgerq.store.tables import idempotency_keys, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
@@ -165,3 +166,8 @@ class SqlLedgerRepair(SqlTransactions):
                     )
                 deleted[reason] = ids
         return Purge(**deleted)
+
+    def advance_batches(self, *, limit: int) -> int:
+        """Fire due callbacks of unfinished batches (see ``batch_hook.advance_open``)."""
+        with self._begin() as conn:
+            return batch_hook.advance_open(conn, self.dialect, limit=limit)

@@ -288,3 +288,40 @@ schedule_runs = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Index("ix_schedule_runs_schedule_tick", "schedule", "tick", unique=True),
 )
+
+# -- batches: items of a batch job, and batches of jobs with callbacks -----------------------
+
+# How many items a job's ``ctx.items()`` was given (NULL: the job has no items).
+jobs.append_column(sa.Column("items_total", sa.Integer, nullable=True))
+# The batch a job belongs to (NULL: none); its outcome may fire the batch's callbacks.
+jobs.append_column(sa.Column("batch_id", JobId, nullable=True))
+sa.Index("ix_jobs_batch_id_state", jobs.c.batch_id, jobs.c.state)
+
+# One row per finished item of a batch job: the primary key makes an item's effect, written in
+# the same transaction, happen at most once; ``attempt`` is the attempt that recorded it.
+job_items = sa.Table(
+    "job_items",
+    metadata,
+    sa.Column("job_id", JobId, primary_key=True),
+    sa.Column("item_key", sa.String(255), primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("result", LongText, nullable=True),
+    sa.Column("finished_at", Timestamp, nullable=False),
+)
+
+# A batch of jobs. Each callback fires at most once: its ``*_fired_at`` is set in the same
+# transaction that enqueues it.
+batches = sa.Table(
+    "batches",
+    metadata,
+    sa.Column("id", JobId, primary_key=True, autoincrement=True),
+    sa.Column("size", sa.Integer, nullable=False),
+    # JSON: {"success"|"failure"|"complete": {task, queue, priority, max_attempts, timeout}}
+    sa.Column("callbacks", LongText, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("success_fired_at", Timestamp, nullable=True),
+    sa.Column("failure_fired_at", Timestamp, nullable=True),
+    sa.Column("complete_fired_at", Timestamp, nullable=True),
+    sa.Index("ix_batches_complete_fired_at", "complete_fired_at"),
+)

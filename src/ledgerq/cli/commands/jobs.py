@@ -1,4 +1,4 @@
-"""``ledgerq job enqueue|show|list|retry|cancel``."""
+"""``ledgerq job enqueue|show|list|retry|cancel|start``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ledgerq.cli import batch_output
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.cli.output import job_dict, jobs_table
 from ledgerq.core import errors
@@ -83,15 +84,20 @@ def enqueue(
 @click.argument("job_id", type=int)
 @pass_cli
 def show(cli: CliContext, job_id: int) -> int:
-    """Show one job."""
-    data = job_dict(cli.app().client.get(job_id))
+    """Show one job (with a progress bar of its items, if it has any)."""
+    app = cli.app()
+    data = job_dict(app.client.get(job_id))
+    progress = app.parts.items.item_progress(job_id)
+    has_items = progress.total is not None or progress.done > 0
     if cli.as_json:
-        cli.emit_json(data)
+        cli.emit_json({**data, "items": progress.as_dict() if has_items else None})
     else:
         for key, value in data.items():
             cli.console.print(
                 f"[bold]{key:>12}[/]  {value if value is not None else ''}", highlight=False
             )
+        if has_items:
+            cli.console.print(batch_output.item_progress(progress))
     return 0
 
 
@@ -131,6 +137,16 @@ def retry(cli: CliContext, job_id: int) -> int:
 def cancel(cli: CliContext, job_id: int) -> int:
     """Cancel a job that has not finished."""
     job = cli.app().client.cancel(job_id)
+    _report(cli, job_id, job.state.value)
+    return 0
+
+
+@group.command("start")
+@click.argument("job_id", type=int)
+@pass_cli
+def start(cli: CliContext, job_id: int) -> int:
+    """Start a held job: it is queued now."""
+    job = cli.app().client.start(job_id)
     _report(cli, job_id, job.state.value)
     return 0
 

@@ -40,6 +40,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         render_metrics=ops.metrics.render,
         locks=operations.lock_admin(app.parts),
         limits=app.limits,
+        items=app.parts.items,
     )
     auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
     # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.

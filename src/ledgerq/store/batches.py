@@ -1,0 +1,118 @@
+"""SqlBatchStore: batches of jobs. Members are inserted through the job store in the batch's
+transaction; callbacks are decided by ``batch_hook`` when members finish."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledgerq.core import errors
+from ledgerq.core.batches import BatchEvent, BatchNotFound, BatchStatus, Callback
+from ledgerq.core.job import EnqueueResult, JobHint, NewJob, as_utc
+from ledgerq.core.states import JobState
+from ledgerq.store.batch_hook import (
+    FIRED,
+    advance_open,
+    callbacks_json,
+    callbacks_of,
+    member_counts,
+)
+from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.tables import batches, jobs
+from ledgerq.store.transactions import SqlTransactions
+
+S = JobState
+_RETRYABLE = [S.DEAD.value, S.FAILED.value]
+
+
+class SqlBatchStore(SqlTransactions):
+    """The BatchStore port; member jobs are inserted through the job store."""
+
+    def __init__(self, job_store: SqlJobStore) -> None:
+        super().__init__(job_store.engine)
+        self._jobs = job_store
+
+    def create_batch(
+        self,
+        members: Sequence[NewJob],
+        callbacks: Mapping[BatchEvent, Callback],
+        *,
+        connection: object | None = None,
+        on_commit: Callable[[list[EnqueueResult]], None] | None = None,
+    ) -> tuple[int, list[EnqueueResult]]:
+        """Insert the batch row and its members in one transaction (the caller's, if given);
+        ``on_commit(results)`` runs once it committed."""
+        if not members:
+            raise errors.InvalidJob("a batch needs at least one job")
+        if any(job.dedupe_key is not None for job in members):
+            raise errors.InvalidJob("batch members cannot have a dedupe key")
+        with self._in(connection) as conn:
+            stmt = sa.insert(batches).values(
+                size=len(members),
+                callbacks=callbacks_json(callbacks),
+                created_at=self.dialect.now(),
+            )
+            batch_id = int(conn.execute(stmt.returning(batches.c.id)).scalar_one())
+            results = self._jobs.insert_jobs(members, connection=conn, on_commit=on_commit)
+            ids = [r.job_id for r in results]
+            conn.execute(sa.update(jobs).where(jobs.c.id.in_(ids)).values(batch_id=batch_id))
+        return batch_id, results
+
+    def get_batch(self, batch_id: int) -> BatchStatus:
+        """Return the batch with its members per state, or raise ``BatchNotFound``."""
+        with self._read() as conn:
+            found: Any = (
+                conn.execute(sa.select(*batches.c).where(batches.c.id == batch_id))
+                .mappings()
+                .first()
+            )
+            if found is None:
+                raise BatchNotFound(batch_id)
+            counts = member_counts(conn, batch_id)
+        return BatchStatus(
+            id=int(found["id"]),
+            size=int(found["size"]),
+            created_at=as_utc(found["created_at"]),
+            counts=counts,
+            fired_at={
+                event: as_utc(found[column.name]) if found[column.name] else None
+                for event, column in FIRED.items()
+            },
+            callbacks=callbacks_of(found["callbacks"]),
+        )
+
+    def retry_failed(self, batch_id: int) -> list[JobHint]:
+        """Queue the dead and failed members again, due now; return their hints."""
+        d = self.dialect
+        with self._begin() as conn:
+            exists = conn.execute(
+                sa.select(batches.c.id).where(batches.c.id == batch_id).with_for_update()
+            ).first()
+            if exists is None:
+                raise BatchNotFound(batch_id)
+            retryable = sa.and_(jobs.c.batch_id == batch_id, jobs.c.state.in_(_RETRYABLE))
+            rows: Sequence[Any] = conn.execute(
+                sa.select(jobs.c.id, jobs.c.queue, jobs.c.priority).where(retryable)
+            ).all()
+            hints = [JobHint(int(i), str(q), int(p)) for i, q, p in rows]
+            if hints:
+                conn.execute(
+                    sa.update(jobs)
+                    .where(jobs.c.id.in_([h.job_id for h in hints]), retryable)
+                    .values(
+                        state=S.QUEUED.value,
+                        run_at=d.now(),
+                        finished_at=None,
+                        worker_id=None,
+                        lease_expires_at=None,
+                    )
+                )
+                d.notify(conn, {h.queue for h in hints})
+        return hints
+
+    def advance_open_batches(self, *, limit: int) -> int:
+        """Fire due callbacks of batches whose completion has not fired yet."""
+        with self._begin() as conn:
+            return advance_open(conn, self.dialect, limit=limit)
