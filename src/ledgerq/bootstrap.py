@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -13,12 +14,14 @@ from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import ControlChannel, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
+from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
@@ -38,9 +41,13 @@ class Parts:
     codec: PayloadCodec
     fleet: SqlFleetAdmin
     repair: SqlLedgerRepair = field(init=False)
+    workflows: SqlWorkflowStore = field(init=False)
+    announcer: Transport | None = None
+    """Announces jobs that workflow steps queued (Redis), closed with the parts."""
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
+        self.workflows = SqlWorkflowStore(self.store.engine)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -57,6 +64,8 @@ class Parts:
     def close(self) -> None:
         """Release every pooled connection."""
         self.store.dispose()
+        if self.announcer is not None:
+            self.announcer.close()
 
 
 def build_parts(settings: Settings) -> Parts:
@@ -67,11 +76,37 @@ def build_parts(settings: Settings) -> Parts:
     if engine.dialect.name == "postgresql":
         relaxed = create_engine(url, pool_size=2, relaxed=True)
     store = SqlJobStore(engine, relaxed)
-    return Parts(
+    parts = Parts(
         store=store,
         codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
         fleet=SqlFleetAdmin(engine),
     )
+    if settings.redis_url is not None:
+        parts.announcer = transport = redis_transport(settings)
+        callback = _workflow_announcer(transport)
+        store.on_workflow_commit = parts.workflows.on_commit = callback
+    return parts
+
+
+def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:
+    """After a workflow write committed: send the ids of the jobs its steps queued and signal
+    its new events. Either may fail harmlessly (the reconciler re-sends, readers poll)."""
+
+    def announce(commit: WorkflowCommit) -> None:
+        try:
+            if commit.hints:
+                transport.push(commit.hints)
+            if commit.workflow_ids:
+                transport.publish_workflow_events(sorted(commit.workflow_ids))
+        except errors.TransportError as exc:
+            log.info("could not announce a workflow change", error=str(exc))
+
+    return announce
+
+
+def workflow_signal(settings: Settings) -> RedisTransport | None:
+    """The Redis lane that wakes workflow event readers, when Redis is configured."""
+    return redis_transport(settings) if settings.redis_url is not None else None
 
 
 def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpoll", "auto"]:
@@ -171,12 +206,19 @@ def reconcile_policy(settings: Settings) -> ReconcilePolicy:
         retention_succeeded_seconds=settings.retention_succeeded,
         retention_failed_seconds=settings.retention_failed,
         artifact_root=settings.artifact_root,
+        workflow_stuck_after_seconds=settings.workflow_stuck_after,
     )
 
 
 def build_reconciler(settings: Settings, parts: Parts, transport: Transport) -> Reconciler:
     """A reconciler for ``ledgerq reconcile``."""
-    return Reconciler(parts.repair, parts.store, transport, reconcile_policy(settings))
+    return Reconciler(
+        parts.repair,
+        parts.store,
+        transport,
+        reconcile_policy(settings),
+        workflows=parts.workflows,
+    )
 
 
 def build_worker(
@@ -204,6 +246,7 @@ def build_worker(
         events=events,
         fleet_store=parts.fleet,
         control=control,
+        workflows=parts.workflows,
     )
 
 

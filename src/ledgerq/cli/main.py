@@ -27,6 +27,7 @@ from ledgerq.cli.commands import (
     reconcile,
     serve,
     worker,
+    workflow,
 )
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
@@ -96,6 +97,7 @@ cli.add_command(demo.command)
 cli.add_command(bench.command)
 cli.add_command(reconcile.command)
 cli.add_command(serve.command)
+cli.add_command(workflow.group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,6 +97,8 @@ class Job:
     result_json: str | None = None
     error_json: str | None = None
     expires_at: datetime | None = None
+    workflow_id: str | None = None
+    """The workflow this job is a step of, if any."""
 
     @property
     def hint(self) -> JobHint:
@@ -132,6 +134,7 @@ class Job:
             result_json=row.get("result"),
             error_json=row.get("error"),
             expires_at=when("expires_at"),
+            workflow_id=row.get("workflow_id"),
         )
 
 

@@ -16,7 +16,12 @@ MAX_TRACEBACK_CHARS = 8000
 
 def succeeded(job: Job, result_json: str | None) -> Completion:
     """The attempt finished without error."""
-    return Completion(claim=_claim(job), state=JobState.SUCCEEDED, result_json=result_json)
+    return Completion(
+        claim=_claim(job),
+        state=JobState.SUCCEEDED,
+        result_json=result_json,
+        workflow_id=job.workflow_id,
+    )
 
 
 def failed(
@@ -38,7 +43,9 @@ def failed(
         return Completion(
             _claim(job), JobState.FAILED, error_json=error_json, retry_delay_seconds=delay
         )
-    return Completion(_claim(job), JobState.DEAD, error_json=error_json)
+    return Completion(
+        _claim(job), JobState.DEAD, error_json=error_json, workflow_id=job.workflow_id
+    )
 
 
 def _claim(job: Job) -> Claim:

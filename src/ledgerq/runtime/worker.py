@@ -27,6 +27,7 @@ from ledgerq.core.ports import (
     LedgerRepair,
     Transport,
     WorkerStore,
+    WorkflowStore,
 )
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.completer import Completer
@@ -104,6 +105,7 @@ class Worker:
         events: EventSink | None = None,
         fleet_store: WorkerStore | None = None,
         control: ControlChannel | None = None,
+        workflows: WorkflowStore | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
         With ``fleet_store`` the worker registers, heartbeats, records health checks and its
@@ -153,7 +155,7 @@ class Worker:
         self._reconciler: Reconciler | None = None
         if options.reconcile is not None and repair is not None:
             self._reconciler = Reconciler(
-                repair, store, transport, options.reconcile, events=events
+                repair, store, transport, options.reconcile, events=events, workflows=workflows
             )
         self._heartbeater = Heartbeater(
             store,

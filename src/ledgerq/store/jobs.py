@@ -16,6 +16,8 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.store import workflow_advance
 from ledgerq.store.queues import unpaused
 from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs, paused_queues
@@ -36,6 +38,9 @@ def _fence(
 
 class SqlJobStore(SqlJobStaging):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
+
+    on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
+    """Called after a completion advanced a workflow (announce its new jobs, wake readers)."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
@@ -311,18 +316,29 @@ class SqlJobStore(SqlJobStaging):
             }
             for c in completions
         ]
-        with self._single() as conn:
-            fast = self.dialect.complete_group(conn, params)
-        if fast is not None:
-            return fast
+        steps = any(c.workflow_id is not None for c in completions)
+        if not steps:
+            with self._single() as conn:
+                fast = self.dialect.complete_group(conn, params)
+            if fast is not None:
+                return fast
         with self._begin() as conn:
-            return [
-                conn.execute(
-                    self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt, p
-                ).rowcount
-                == 1
-                for p in params
-            ]
+            applied = self.dialect.complete_group(conn, params) if steps else None
+            if applied is None:
+                applied = [
+                    conn.execute(
+                        self._retry_stmt if p["new_state"] == S.FAILED.value else self._finish_stmt,
+                        p,
+                    ).rowcount
+                    == 1
+                    for p in params
+                ]
+            if steps:
+                # A step's ready dependents are queued in the transaction of its completion.
+                workflow_advance.record_completions(
+                    conn, self.dialect, completions, applied, self.on_workflow_commit
+                )
+            return applied
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""
