@@ -322,6 +322,7 @@ class SqlJobStore(SqlJobStaging):
                 fast = self.dialect.complete_group(conn, params)
             if fast is not None:
                 return fast
+        commit: WorkflowCommit | None = None
         with self._begin() as conn:
             applied = self.dialect.complete_group(conn, params) if steps else None
             if applied is None:
@@ -335,10 +336,12 @@ class SqlJobStore(SqlJobStaging):
                 ]
             if steps:
                 # A step's ready dependents are queued in the transaction of its completion.
-                workflow_advance.record_completions(
-                    conn, self.dialect, completions, applied, self.on_workflow_commit
+                commit = workflow_advance.record_completions(
+                    conn, self.dialect, completions, applied
                 )
-            return applied
+        if commit and self.on_workflow_commit is not None:
+            self.on_workflow_commit(commit)  # committed: readers woken now see the change
+        return applied
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""

@@ -96,10 +96,10 @@ def record_completions(
     d: Dialect,
     completions: Sequence[Completion],
     applied: Sequence[bool],
-    on_commit: Callable[[wf.WorkflowCommit], None] | None,
-) -> None:
+) -> wf.WorkflowCommit:
     """The completion hook: for each applied final outcome of a step, record it and advance
-    its workflow, in the transaction that wrote the outcome."""
+    its workflow, in the transaction that wrote the outcome. Returns what to announce once
+    that transaction committed."""
     by_workflow: dict[str, list[tuple[int, wf.StepState]]] = {}
     for completion, ok in zip(completions, applied, strict=True):
         outcome = wf.step_state_of(completion.state.value)
@@ -107,8 +107,6 @@ def record_completions(
             by_workflow.setdefault(completion.workflow_id, []).append(
                 (completion.claim.job_id, outcome)
             )
-    if not by_workflow:
-        return
     commit = wf.WorkflowCommit()
     for row in lock_workflows(conn, by_workflow):
         progressed = False
@@ -117,7 +115,7 @@ def record_completions(
         if progressed:
             commit.workflow_ids.add(row["id"])
             advance(conn, d, row, commit, progressed=True)
-    after_commit(conn, on_commit, commit)
+    return commit
 
 
 def after_commit(
@@ -125,7 +123,9 @@ def after_commit(
     callback: Callable[[wf.WorkflowCommit], None] | None,
     commit: wf.WorkflowCommit,
 ) -> None:
-    """Run ``callback(commit)`` once the caller's transaction commits (never on rollback)."""
+    """Run ``callback(commit)`` when the caller's transaction commits (never on rollback).
+    SQLAlchemy's commit event fires just before the commit itself, so a reader woken by it
+    may look a moment too early and find the change at its next poll (as with enqueue)."""
     if callback is not None and commit:
         sa.event.listen(conn, "commit", lambda _conn: callback(commit), once=True)
 

@@ -35,6 +35,7 @@ class SqlWorkflowStore(SqlTransactions):
         """Store the workflow and its steps and queue the steps without dependencies, in one
         transaction (the caller's, with ``connection``); return the workflow's id."""
         d = self.dialect
+        commit = wf.WorkflowCommit()
         with self._in(connection) as conn:
             conn.execute(
                 sa.insert(workflows).values(
@@ -53,9 +54,11 @@ class SqlWorkflowStore(SqlTransactions):
                 [_step_row(draft.id, i, s) for i, s in enumerate(draft.steps)],
             )
             row = adv.lock_workflows(conn, [draft.id])[0]
-            commit = wf.WorkflowCommit()
             adv.advance(conn, d, row, commit, progressed=True)
-            adv.after_commit(conn, self.on_commit, commit)
+            if connection is not None:
+                adv.after_commit(conn, self.on_commit, commit)
+        if connection is None:
+            self._announce(commit)
         return draft.id
 
     def get_workflow(self, workflow_id: str) -> wf.WorkflowView:
@@ -121,7 +124,7 @@ class SqlWorkflowStore(SqlTransactions):
                 )
             )
             adv.add_event(conn, self.dialect, workflow_id, wf.WORKFLOW_FINISHED, None, None)
-            adv.after_commit(conn, self.on_commit, wf.WorkflowCommit({workflow_id}))
+        self._announce(wf.WorkflowCommit({workflow_id}))
         return self.get_workflow(workflow_id)
 
     def retry_workflow(self, workflow_id: str) -> wf.WorkflowView:
@@ -146,7 +149,7 @@ class SqlWorkflowStore(SqlTransactions):
             adv.advance(
                 conn, self.dialect, {**row, "state": W.RUNNING.value}, commit, progressed=True
             )
-            adv.after_commit(conn, self.on_commit, commit)
+        self._announce(commit)
         return self.get_workflow(workflow_id)
 
     def resume_stalled(self, *, stuck_after_seconds: float, limit: int = 100) -> list[str]:
@@ -189,8 +192,8 @@ class SqlWorkflowStore(SqlTransactions):
                     )
             commit = wf.WorkflowCommit()
             changed = adv.advance(conn, self.dialect, rows[0], commit, progressed=progressed)
-            adv.after_commit(conn, self.on_commit, commit)
-            return changed
+        self._announce(commit)
+        return changed
 
     def events_after(
         self,
@@ -217,6 +220,11 @@ class SqlWorkflowStore(SqlTransactions):
             stmt = stmt.where(e.c.workflow_id == workflow_id)
         with self._read() as conn:
             return [_event(r) for r in conn.execute(stmt).mappings()]
+
+    def _announce(self, commit: wf.WorkflowCommit) -> None:
+        """Hand a committed change to ``on_commit`` (announce its jobs, wake feed readers)."""
+        if commit and self.on_commit is not None:
+            self.on_commit(commit)
 
     def _locked(self, conn: Connection, workflow_id: str) -> Any:
         rows = adv.lock_workflows(conn, [workflow_id])
