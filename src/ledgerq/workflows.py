@@ -180,7 +180,11 @@ class WorkflowEventFeed:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed.is_set():
             self._wake.clear()
-            yield from self.poll()
+            try:
+                found = self.poll()
+            except errors.StoreError:
+                found = []  # the database is away: the cursor holds, try at the next poll
+            yield from found
             left = self._poll_interval if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return
