@@ -194,3 +194,30 @@ def test_bad_workflows_are_refused_before_anything_is_stored(app: LedgerQ) -> No
     with pytest.raises(wf.WorkflowNotFound):
         app.workflows.get("missing")
     assert app.workflows.list() == []
+
+
+def test_a_workflow_enqueued_in_the_callers_transaction_exists_only_if_it_commits(
+    app: LedgerQ,
+) -> None:
+    @app.task
+    def step(ctx: JobContext) -> None:
+        return None
+
+    engine = app.parts.store.engine
+
+    def enqueue_in_transaction(fail: bool) -> str:
+        flow = app.workflow("in-tx")
+        flow.step(step.s())
+        with engine.connect() as conn, app.transaction(conn) as tx:
+            workflow_id = flow.enqueue(tx=tx)
+            if fail:
+                raise RuntimeError("the business write failed")
+        return workflow_id
+
+    with pytest.raises(RuntimeError):
+        enqueue_in_transaction(fail=True)
+    assert app.workflows.list() == [] and app.jobs.list() == []
+    workflow_id = enqueue_in_transaction(fail=False)
+    view = app.workflows.get(workflow_id)
+    assert view.steps[0].state is S.QUEUED
+    assert [j.id for j in app.jobs.list()] == [view.steps[0].job_id]
