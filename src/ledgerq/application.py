@@ -25,10 +25,12 @@ from ledgerq.core.ports import LimitStore, RateLimitBackend
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.schedules import Schedule
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.core.workflow import FailurePolicy, StepCall, check_policy
 from ledgerq.runtime import cron as _cron
 from ledgerq.runtime.locks import HeldLock, Locks
 from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
 from ledgerq.runtime.worker import Worker, new_worker_id
+from ledgerq.workflows import Workflow, WorkflowEventFeed, Workflows
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -67,6 +69,10 @@ class Task(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.spec.fn(*args, **kwargs)  # type: ignore[no-any-return]
+
+    def s(self, *args: Any, **kwargs: Any) -> StepCall:
+        """This task called with these arguments, as a workflow step (``wf.step(task.s(1))``)."""
+        return StepCall(self.spec.name, args, kwargs)
 
     def enqueue(
         self,
@@ -388,6 +394,36 @@ class LedgerQ:
             return
         with connection.begin():
             yield connection
+
+    def workflow(self, name: str, *, on_failure: str | FailurePolicy = "stop") -> Workflow:
+        """Start building a workflow (a DAG of steps, each a job): add steps with
+        ``.step(task.s(...), after=[...])``, then ``.enqueue()``. ``on_failure``: ``stop``
+        cancels every step not started when one fails; ``continue`` cancels only its
+        dependents. Raise ``InvalidJob`` on a bad name or policy."""
+        if not isinstance(name, str) or not 0 < len(name) <= 200:
+            raise errors.InvalidJob("a workflow name must be 1 to 200 characters")
+        return Workflow(self.client, self.parts.workflows, name, check_policy(on_failure))
+
+    @property
+    def workflows(self) -> Workflows:
+        """Stored workflows: ``get``, ``list``, ``cancel``, ``retry``."""
+        return Workflows(self.parts.workflows)
+
+    def workflow_events(
+        self, workflow_id: str | None = None, *, after: int = 0, poll_interval: float | None = None
+    ) -> WorkflowEventFeed:
+        """A reader of the workflow event feed (``workflow:step:complete`` and others) from
+        event id ``after``; with Redis configured it is woken by pub/sub, else it polls every
+        ``poll_interval`` seconds (default 1, or 5 with Redis). Close it when done."""
+        signal = bootstrap.workflow_signal(self.settings)
+        interval = poll_interval or (5.0 if signal is not None else 1.0)
+        return WorkflowEventFeed(
+            self.parts.workflows,
+            workflow_id=workflow_id,
+            after=after,
+            signal=signal,
+            poll_interval=interval,
+        )
 
     def migrate(self) -> Any:
         """Create or upgrade the ledger's tables."""

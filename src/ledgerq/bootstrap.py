@@ -15,6 +15,7 @@ from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
@@ -29,6 +30,7 @@ from ledgerq.store.limits import SqlLimitStore
 from ledgerq.store.locks import SqlLocks
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.schedules import SqlScheduleStore
+from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
@@ -51,12 +53,16 @@ class Parts:
     limits: SqlLimitStore = field(init=False)
     items: SqlJobItems = field(init=False)
     batches: SqlBatchStore = field(init=False)
+    workflows: SqlWorkflowStore = field(init=False)
+    announcer: Transport | None = None
+    """Announces jobs that workflow steps queued (Redis), closed with the parts."""
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
         self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
         self.items = SqlJobItems(self.store.engine)
         self.batches = SqlBatchStore(self.store)
+        self.workflows = SqlWorkflowStore(self.store.engine)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -73,6 +79,8 @@ class Parts:
     def close(self) -> None:
         """Release every pooled connection."""
         self.store.dispose()
+        if self.announcer is not None:
+            self.announcer.close()
 
 
 def build_parts(settings: Settings) -> Parts:
@@ -83,11 +91,37 @@ def build_parts(settings: Settings) -> Parts:
     if engine.dialect.name == "postgresql":
         relaxed = create_engine(url, pool_size=2, relaxed=True)
     store = SqlJobStore(engine, relaxed)
-    return Parts(
+    parts = Parts(
         store=store,
         codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
         fleet=SqlFleetAdmin(engine),
     )
+    if settings.redis_url is not None:
+        parts.announcer = transport = redis_transport(settings)
+        callback = _workflow_announcer(transport)
+        store.on_workflow_commit = parts.workflows.on_commit = callback
+    return parts
+
+
+def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:
+    """After a workflow write committed: send the ids of the jobs its steps queued and signal
+    its new events. Either may fail harmlessly (the reconciler re-sends, readers poll)."""
+
+    def announce(commit: WorkflowCommit) -> None:
+        try:
+            if commit.hints:
+                transport.push(commit.hints)
+            if commit.workflow_ids:
+                transport.publish_workflow_events(sorted(commit.workflow_ids))
+        except errors.TransportError as exc:
+            log.info("could not announce a workflow change", error=str(exc))
+
+    return announce
+
+
+def workflow_signal(settings: Settings) -> RedisTransport | None:
+    """The Redis lane that wakes workflow event readers, when Redis is configured."""
+    return redis_transport(settings) if settings.redis_url is not None else None
 
 
 def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpoll", "auto"]:
@@ -187,12 +221,19 @@ def reconcile_policy(settings: Settings) -> ReconcilePolicy:
         retention_succeeded_seconds=settings.retention_succeeded,
         retention_failed_seconds=settings.retention_failed,
         artifact_root=settings.artifact_root,
+        workflow_stuck_after_seconds=settings.workflow_stuck_after,
     )
 
 
 def build_reconciler(settings: Settings, parts: Parts, transport: Transport) -> Reconciler:
     """A reconciler for ``ledgerq reconcile``."""
-    return Reconciler(parts.repair, parts.store, transport, reconcile_policy(settings))
+    return Reconciler(
+        parts.repair,
+        parts.store,
+        transport,
+        reconcile_policy(settings),
+        workflows=parts.workflows,
+    )
 
 
 def build_worker(
@@ -222,6 +263,7 @@ def build_worker(
         control=control,
         gate=LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),
         items=parts.items,
+        workflows=parts.workflows,
     )
 
 

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     artifact_root: Path | None = None
     """Folder holding one sub-folder per job id (``<root>/<job id>``) that the reconciler
     deletes with the job. Defaults to unset (jobs have no folders)."""
+    workflow_stuck_after: float = Field(default=600.0, gt=0)
+    """Seconds without progress before the reconciler checks and resumes a running workflow.
+    Defaults to 600."""
     retention_succeeded: float = Field(default=7 * 86400.0, gt=0)
     """Seconds succeeded jobs are kept. Defaults to 7 days."""
     retention_failed: float = Field(default=30 * 86400.0, gt=0)

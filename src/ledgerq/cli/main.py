@@ -31,6 +31,7 @@ from ledgerq.cli.commands import (
     schedule,
     serve,
     worker,
+    workflow,
 )
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
@@ -103,6 +104,7 @@ cli.add_command(reconcile.command)
 cli.add_command(serve.command)
 cli.add_command(schedule.group)
 cli.add_command(schedule.scheduler_command)
+cli.add_command(workflow.group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

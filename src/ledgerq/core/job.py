@@ -117,6 +117,8 @@ class Job:
     error_json: str | None = None
     expires_at: datetime | None = None
     batch_id: int | None = None
+    workflow_id: str | None = None
+    """The workflow this job is a step of, if any."""
 
     @property
     def hint(self) -> JobHint:
@@ -153,6 +155,7 @@ class Job:
             error_json=row.get("error"),
             expires_at=when("expires_at"),
             batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
+            workflow_id=row.get("workflow_id"),
         )
 
 

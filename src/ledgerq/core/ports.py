@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ledgerq.core import fleet, limits
+from ledgerq.core import fleet, limits, workflow
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.states import JobState
 
@@ -32,6 +32,8 @@ class Completion:
     retry_delay_seconds: float = 0.0
     batch_id: int | None = None
     """The job's batch: its final outcome may fire the batch's callbacks."""
+    workflow_id: str | None = None
+    """Set for a workflow step: its final outcome advances the workflow in the same write."""
 
 
 class JobStore(Protocol):
@@ -276,3 +278,58 @@ class LimitStore(Protocol):
         """Put a running attempt that a limit held back to ``scheduled`` in ``delay_seconds``
         without spending an attempt (``max_attempts`` grows by one in the same fenced write,
         since ``attempt``, the fencing token, never goes down). False if the claim is stale."""
+
+
+# -- workflows (see core/workflow.py) ---------------------------------------------------------
+
+
+class WorkflowStore(Protocol):
+    """Workflows in the ledger: created whole, advanced by step completions (inside
+    ``JobStore.complete_jobs``), inspected, cancelled, retried and resumed."""
+
+    def create_workflow(
+        self, draft: workflow.WorkflowDraft, *, connection: object | None = None
+    ) -> str:
+        """Store the workflow and queue its steps without dependencies; return its id."""
+
+    def get_workflow(self, workflow_id: str) -> workflow.WorkflowView:
+        """The workflow with its steps; raise ``WorkflowNotFound``."""
+
+    def list_workflows(
+        self, *, state: workflow.WorkflowState | None = None, limit: int = 100
+    ) -> list[workflow.WorkflowView]:
+        """Newest workflows first, optionally only those in ``state``."""
+
+    def cancel_workflow(self, workflow_id: str) -> workflow.WorkflowView:
+        """Cancel a running workflow and its unfinished steps."""
+
+    def retry_workflow(self, workflow_id: str) -> workflow.WorkflowView:
+        """Run failed and cancelled steps again and continue the workflow."""
+
+    def resume_stalled(self, *, stuck_after_seconds: float, limit: int = 100) -> list[str]:
+        """Repair running workflows without progress for that long; return those repaired."""
+
+    def events_after(
+        self,
+        cursor: int,
+        *,
+        workflow_id: str | None = None,
+        also_ids: Sequence[int] = (),
+        limit: int = 1000,
+    ) -> list[workflow.WorkflowEvent]:
+        """Feed entries with id above ``cursor`` (plus ``also_ids``), oldest first."""
+
+
+class WorkflowSignal(Protocol):
+    """A fast lane that tells event-feed readers which workflows have new events. The feed
+    table stays the record: a lost signal costs a poll interval, never an event."""
+
+    def publish_workflow_events(self, workflow_ids: Sequence[str]) -> None:
+        """Signal new events of these workflows; raise ``TransportError`` on failure."""
+
+    def subscribe_workflow_events(self, handler: Callable[[list[str]], None]) -> None:
+        """Call ``handler(workflow_ids)`` for every signal, from a thread of its own, until
+        ``close``."""
+
+    def close(self) -> None:
+        """Stop listening and release connections."""

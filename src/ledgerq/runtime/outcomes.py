@@ -17,7 +17,11 @@ MAX_TRACEBACK_CHARS = 8000
 def succeeded(job: Job, result_json: str | None) -> Completion:
     """The attempt finished without error."""
     return Completion(
-        claim=_claim(job), state=JobState.SUCCEEDED, result_json=result_json, batch_id=job.batch_id
+        claim=_claim(job),
+        state=JobState.SUCCEEDED,
+        result_json=result_json,
+        batch_id=job.batch_id,
+        workflow_id=job.workflow_id,
     )
 
 
@@ -40,7 +44,13 @@ def failed(
         return Completion(
             _claim(job), JobState.FAILED, error_json=error_json, retry_delay_seconds=delay
         )
-    return Completion(_claim(job), JobState.DEAD, error_json=error_json, batch_id=job.batch_id)
+    return Completion(
+        _claim(job),
+        JobState.DEAD,
+        error_json=error_json,
+        batch_id=job.batch_id,
+        workflow_id=job.workflow_id,
+    )
 
 
 def _claim(job: Job) -> Claim:

@@ -7,9 +7,11 @@ time (every step is fenced or idempotent, so a second one would only waste work)
 2. ``scheduled``/retrying jobs whose time has come become ``queued``;
 3. ``queued`` jobs older than ``requeue_after`` are announced again (a duplicate hint is
    harmless: the second claim fails on the state);
-4. retention: finished jobs past their retention and never-started jobs past ``expires_at``
+4. running workflows without progress for ``workflow_stuck_after`` are resumed: step jobs
+   that finished without advancing their workflow are recorded, ready steps queued;
+5. retention: finished jobs past their retention and never-started jobs past ``expires_at``
    are deleted, with their artifact folder if they have one;
-5. batches whose members finished outside the completion path (failover, cancel) get their
+6. batches whose members finished outside the completion path (failover, cancel) get their
    due callbacks.
 """
 
@@ -26,7 +28,7 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.job import JobHint
 from ledgerq.core.operations import EventSink, ReconcilePassed
-from ledgerq.core.ports import JobStore, LedgerRepair, Transport
+from ledgerq.core.ports import JobStore, LedgerRepair, Transport, WorkflowStore
 
 log = structlog.get_logger("ledgerq.reconciler")
 
@@ -47,6 +49,7 @@ class ReconcilePolicy:
     retention_failed_seconds: float = 30 * 86400.0
     batch_limit: int = 10_000
     artifact_root: Path | None = None
+    workflow_stuck_after_seconds: float = 600.0
 
 
 @dataclass(slots=True)
@@ -64,6 +67,7 @@ class ReconcileReport:
     deleted_expired: int = 0
     folders_removed: int = 0
     batch_callbacks: int = 0
+    workflows_resumed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The counts, for logs and ``--json``."""
@@ -85,8 +89,11 @@ class Reconciler:
         transport: Transport,
         policy: ReconcilePolicy,
         events: EventSink | None = None,
+        workflows: WorkflowStore | None = None,
     ) -> None:
+        """``workflows`` (optional): resume stalled workflows in every pass."""
         self._repair = repair
+        self._workflows = workflows
         self._events = events
         self._store = store
         self._transport = transport
@@ -124,6 +131,11 @@ class Reconciler:
                 stuck_after_seconds=p.stuck_after_seconds, limit=p.batch_limit
             )
             report.stuck_requeued, report.stuck_dead = len(stuck.requeued), len(stuck.dead)
+            if self._workflows is not None:
+                resumed = self._workflows.resume_stalled(
+                    stuck_after_seconds=p.workflow_stuck_after_seconds, limit=p.batch_limit
+                )
+                report.workflows_resumed = len(resumed)
             staged = self._store.stage_due_jobs(limit=p.batch_limit)
             report.staged = len(staged)
             hints: list[JobHint] = [*stuck.requeued, *staged]

@@ -28,6 +28,7 @@ from ledgerq.core.ports import (
     LedgerRepair,
     Transport,
     WorkerStore,
+    WorkflowStore,
 )
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime.completer import Completer
@@ -108,6 +109,7 @@ class Worker:
         control: ControlChannel | None = None,
         gate: LimitGate | None = None,
         items: JobItemStore | None = None,
+        workflows: WorkflowStore | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
         With ``fleet_store`` the worker registers, heartbeats, records health checks and its
@@ -161,7 +163,7 @@ class Worker:
         self._reconciler: Reconciler | None = None
         if options.reconcile is not None and repair is not None:
             self._reconciler = Reconciler(
-                repair, store, transport, options.reconcile, events=events
+                repair, store, transport, options.reconcile, events=events, workflows=workflows
             )
         self._heartbeater = Heartbeater(
             store,

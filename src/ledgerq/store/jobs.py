@@ -16,6 +16,8 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.store import workflow_advance
 from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.queues import unpaused
@@ -38,6 +40,9 @@ def _fence(
 
 class SqlJobStore(SqlJobStaging):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
+
+    on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
+    """Called after a completion advanced a workflow (announce its new jobs, wake readers)."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
@@ -333,18 +338,29 @@ class SqlJobStore(SqlJobStaging):
             for c in completions
         ]
         batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
-        if batch_ids:
-            # Batch members: their outcomes and the batch's callbacks in one transaction.
-            with self._begin() as conn:
-                applied = self._complete_each(conn, params)
-                advance_batches(conn, self.dialect, batch_ids)
-            return applied
-        with self._single() as conn:
-            fast = self.dialect.complete_group(conn, params)
-        if fast is not None:
-            return fast
+        steps = any(c.workflow_id is not None for c in completions)
+        if not steps and not batch_ids:
+            with self._single() as conn:
+                fast = self.dialect.complete_group(conn, params)
+            if fast is not None:
+                return fast
+        commit: WorkflowCommit | None = None
         with self._begin() as conn:
-            return self._complete_each(conn, params)
+            # Batch members are written row by row: their callbacks read the outcomes below.
+            applied = self.dialect.complete_group(conn, params) if not batch_ids else None
+            if applied is None:
+                applied = self._complete_each(conn, params)
+            if batch_ids:
+                # Batch members: their outcomes and the batch's callbacks in one transaction.
+                advance_batches(conn, self.dialect, batch_ids)
+            if steps:
+                # A step's ready dependents are queued in the transaction of its completion.
+                commit = workflow_advance.record_completions(
+                    conn, self.dialect, completions, applied
+                )
+        if commit and self.on_workflow_commit is not None:
+            self.on_workflow_commit(commit)  # committed: readers woken now see the change
+        return applied
 
     def _complete_each(self, conn: Connection, params: list[dict[str, Any]]) -> list[bool]:
         return [

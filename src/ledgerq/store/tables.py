@@ -325,3 +325,58 @@ batches = sa.Table(
     sa.Column("complete_fired_at", Timestamp, nullable=True),
     sa.Index("ix_batches_complete_fired_at", "complete_fired_at"),
 )
+
+# -- workflows: DAGs of steps, each step a job once its dependencies succeeded ---------------
+
+WorkflowId = sa.String(64)
+
+workflows = sa.Table(
+    "workflows",
+    metadata,
+    sa.Column("id", WorkflowId, primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    # running | succeeded | failed | cancelled
+    sa.Column("state", sa.String(16), nullable=False),
+    # stop | continue
+    sa.Column("on_failure", sa.String(16), nullable=False),
+    sa.Column("steps_total", sa.Integer, nullable=False),
+    sa.Column("steps_done", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("last_progress_at", Timestamp, nullable=False),
+    sa.Column("finished_at", Timestamp, nullable=True),
+    sa.Index("ix_workflows_state_last_progress_at", "state", "last_progress_at"),
+)
+
+# A step is a row until its dependencies succeeded; then its job is inserted and job_id set.
+# Written only while the workflow's row is locked, so concurrent step completions serialize.
+workflow_steps = sa.Table(
+    "workflow_steps",
+    metadata,
+    sa.Column("workflow_id", WorkflowId, primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("task", sa.String(200), nullable=False),
+    sa.Column("queue", sa.String(64), nullable=False),
+    sa.Column("args", LongText, nullable=False),
+    sa.Column("priority", sa.SmallInteger, nullable=False, server_default="0"),
+    sa.Column("max_attempts", sa.Integer, nullable=False, server_default="3"),
+    sa.Column("timeout_seconds", sa.Float, nullable=True),
+    # JSON list of step names
+    sa.Column("depends_on", sa.Text, nullable=False),
+    # waiting | queued | succeeded | failed | cancelled
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("job_id", JobId, nullable=True),
+)
+
+# The feed subscribers poll from a cursor (ids increase); Redis pub/sub only wakes them.
+workflow_events = sa.Table(
+    "workflow_events",
+    metadata,
+    sa.Column("id", JobId, primary_key=True, autoincrement=True),
+    sa.Column("workflow_id", WorkflowId, nullable=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("step", sa.String(64), nullable=True),
+    sa.Column("job_id", JobId, nullable=True),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Index("ix_workflow_events_workflow_id_id", "workflow_id", "id"),
+)

@@ -208,22 +208,42 @@ class RedisTransport:
     def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
         """Deliver stop requests to ``handler`` from a daemon thread; resubscribes with backoff
         after a Redis failure. Malformed messages are ignored."""
+        self._subscribe(self.control_channel, lambda data: _dispatch_stop(data, handler))
+
+    @property
+    def workflow_channel(self) -> str:
+        """The pub/sub channel that signals new workflow events (their feed is in the ledger)."""
+        return f"{self.prefix}:workflow-events"
+
+    def publish_workflow_events(self, workflow_ids: Sequence[str]) -> None:
+        """Signal that these workflows have new feed events."""
+        try:
+            self._client.publish(self.workflow_channel, json.dumps(sorted(workflow_ids)))
+        except _REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis publish failed: {exc}") from exc
+
+    def subscribe_workflow_events(self, handler: Callable[[list[str]], None]) -> None:
+        """Call ``handler(workflow_ids)`` for every signal from a daemon thread (resubscribing
+        with backoff after a failure) until ``close``. Malformed messages are ignored."""
+        self._subscribe(self.workflow_channel, lambda data: _dispatch_ids(data, handler))
+
+    def _subscribe(self, channel: str, on_data: Callable[[Any], None]) -> None:
         thread = threading.Thread(
-            target=self._listen_stops, args=(handler,), name="ledgerq-control", daemon=True
+            target=self._listen, args=(channel, on_data), name="ledgerq-pubsub", daemon=True
         )
         thread.start()
 
-    def _listen_stops(self, handler: Callable[[str | None, str], None]) -> None:
+    def _listen(self, channel: str, on_data: Callable[[Any], None]) -> None:
         backoff = PROBE_FIRST_SECONDS
         while not self._closed.is_set():
             try:
                 pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-                pubsub.subscribe(self.control_channel)
+                pubsub.subscribe(channel)
                 backoff = PROBE_FIRST_SECONDS
                 while not self._closed.is_set():
                     message = pubsub.get_message(timeout=0.5)
                     if message is not None:
-                        _dispatch_stop(message.get("data"), handler)
+                        on_data(message.get("data"))
                 pubsub.close()
             except _REDIS_ERRORS:
                 self._closed.wait(backoff)
@@ -326,6 +346,15 @@ def _dispatch_stop(data: Any, handler: Callable[[str | None, str], None]) -> Non
         return
     if mode in ("graceful", "immediate") and (worker_id is None or isinstance(worker_id, str)):
         handler(worker_id, mode)
+
+
+def _dispatch_ids(data: Any, handler: Callable[[list[str]], None]) -> None:
+    try:
+        ids = json.loads(_text(data))
+    except ValueError:
+        return
+    if isinstance(ids, list):
+        handler([str(i) for i in ids])
 
 
 def _member(job_id: int) -> bytes:

@@ -1,0 +1,138 @@
+"""Workflows the completion hook could not advance, on every backend: a step job that finished
+without it (an older worker, failover to ``dead``, an operator's cancel) stalls its workflow
+until the reconciler resumes it after ``WORKFLOW_STUCK_AFTER``; and the event feed delivers
+every event, including ones committed out of id order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from ledgerq import JobContext, JobState, LedgerQ
+from ledgerq.bootstrap import build_reconciler
+from ledgerq.core import workflow as wf
+from ledgerq.core.job import Claim
+from ledgerq.core.ports import Completion
+from ledgerq.runtime.reconciler import Reconciler
+from ledgerq.store.tables import workflow_events
+from ledgerq.transport.polling import PollingTransport
+from tests.helpers import wait_until
+
+S = wf.StepState
+
+
+@pytest.fixture
+def app(database_url: str) -> Iterator[LedgerQ]:
+    application = LedgerQ(database_url=database_url, workflow_stuck_after=0.2)
+    yield application
+    application.close()
+
+
+def chain(app: LedgerQ) -> str:
+    @app.task(name="step")
+    def step(ctx: JobContext, n: int, upstream: dict[str, int] | None = None) -> int:
+        return n + sum((upstream or {}).values())
+
+    flow = app.workflow("chain", on_failure="stop")
+    first = flow.step(step.s(1), name="first")
+    flow.step(step.s(10), after=[first], name="second")
+    return flow.enqueue()
+
+
+def finish_without_hook(app: LedgerQ, state: JobState, result: str | None = None) -> int:
+    """Claim the one queued job and write its outcome as a writer that knows nothing of
+    workflows would (no ``workflow_id`` on the completion): the workflow is not advanced."""
+    (job,) = app.parts.store.claim_jobs(
+        queues=["default"], worker_id="old-worker", limit=10, lease_seconds=30
+    )
+    done = Completion(Claim(job.id, job.attempt), state, result_json=result)
+    assert app.parts.store.complete_jobs([done]) == [True]
+    return job.id
+
+
+def reconciler(app: LedgerQ) -> Reconciler:
+    return build_reconciler(app.settings, app.parts, PollingTransport())
+
+
+def test_the_reconciler_resumes_a_workflow_whose_step_finished_unrecorded(app: LedgerQ) -> None:
+    workflow_id = chain(app)
+    finish_without_hook(app, JobState.SUCCEEDED, "1")
+    stalled = {s.name: s for s in app.workflows.get(workflow_id).steps}
+    assert stalled["first"].state is S.QUEUED and stalled["second"].job_id is None
+
+    repair = reconciler(app)
+    report = wait_until(
+        lambda: (r := repair.run_once()).workflows_resumed and r, what="workflow resumed"
+    )
+    assert report.workflows_resumed == 1
+    steps = {s.name: s for s in app.workflows.get(workflow_id).steps}
+    assert steps["first"].state is S.SUCCEEDED and steps["second"].state is S.QUEUED
+    second = app.jobs.get(steps["second"].job_id or 0)
+    assert second.state is JobState.QUEUED
+    assert json.loads(second.args_json)["kwargs"] == {"upstream": {"first": 1}}
+    # Nothing more to repair: a second pass leaves it alone.
+    assert repair.run_once().workflows_resumed == 0
+    with app.workflow_events(workflow_id) as feed:
+        assert [(e.type, e.step, e.result) for e in feed.poll()] == [(wf.STEP_COMPLETE, "first", 1)]
+
+
+def test_a_step_that_died_outside_the_hook_fails_its_workflow_on_resume(app: LedgerQ) -> None:
+    workflow_id = chain(app)
+    finish_without_hook(app, JobState.DEAD)
+    repair = reconciler(app)
+    wait_until(lambda: repair.run_once().workflows_resumed, what="workflow resumed")
+    view = app.workflows.get(workflow_id)
+    assert view.state is wf.WorkflowState.FAILED
+    assert [s.state for s in view.steps] == [S.FAILED, S.CANCELLED]
+
+
+def test_a_workflow_making_progress_is_not_touched(database_url: str) -> None:
+    app = LedgerQ(database_url=database_url)  # WORKFLOW_STUCK_AFTER: the default 10 minutes
+    try:
+        workflow_id = chain(app)
+        finish_without_hook(app, JobState.SUCCEEDED, "1")
+        assert reconciler(app).run_once().workflows_resumed == 0
+        assert app.workflows.get(workflow_id).steps[0].state is S.QUEUED
+    finally:
+        app.close()
+
+
+def test_the_feed_of_all_workflows_delivers_events_committed_out_of_order(
+    app: LedgerQ, backend: str
+) -> None:
+    if backend == "sqlite":
+        pytest.skip("SQLite serializes writers: ids cannot commit out of order")
+    engine = app.parts.store.engine
+    row = {"workflow_id": "w", "type": wf.STEP_COMPLETE, "step": "s", "created_at": sa.func.now()}
+    with app.workflow_events(after=0) as feed:
+        with engine.connect() as slow:
+            slow.begin()
+            slow.execute(sa.insert(workflow_events).values(row))  # takes the smaller id
+            with engine.begin() as fast:
+                fast.execute(sa.insert(workflow_events).values(row))
+            first = feed.poll()
+            slow.commit()
+        late = feed.poll()
+        assert len(first) == 1 and len(late) == 1
+        assert late[0].id < first[0].id  # the gap was filled
+        assert feed.poll() == []
+
+
+def test_a_subscriber_receives_every_event_from_the_database_feed(app: LedgerQ) -> None:
+    received: list[wf.WorkflowEvent] = []
+    workflow_id = chain(app)
+    with app.workflow_events(workflow_id, poll_interval=0.05) as feed:
+        feed.subscribe(received.append)
+        finish_without_hook(app, JobState.SUCCEEDED, "1")
+        wait_until(lambda: reconciler(app).run_once().workflows_resumed, what="resumed")
+        finish_without_hook(app, JobState.SUCCEEDED, "11")
+        wait_until(lambda: reconciler(app).run_once().workflows_resumed, what="resumed")
+        wait_until(lambda: len(received) == 3, what="three events")
+    assert [(e.type, e.step, e.result) for e in received] == [
+        (wf.STEP_COMPLETE, "first", 1),
+        (wf.STEP_COMPLETE, "second", 11),
+        (wf.WORKFLOW_FINISHED, None, None),
+    ]
