@@ -3,6 +3,7 @@ the token), and stops on SIGTERM."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -38,7 +39,7 @@ def call(url: str, method: str = "GET", body: object = None, token: str = ADMIN_
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
-    except OSError:
+    except (OSError, http.client.HTTPException):  # not listening yet (or a TCP self-connect)
         return 0
 
 
