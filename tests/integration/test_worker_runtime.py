@@ -226,3 +226,30 @@ def test_priority_runs_first_on_a_single_slot(app: LedgerQ) -> None:
     mark.enqueue("mid", priority=5)
     app.worker(burst=True, concurrency=1, batch_size=1).run()
     assert order == ["high", "mid", "low"]
+
+
+def test_every_attempt_is_in_the_history_with_its_outcome(app: LedgerQ) -> None:
+    """``job_assignments`` holds one closed row per attempt, whether the outcome was written
+    by a group completion or, for batch members, row by row with the batch's bookkeeping."""
+
+    @app.task(max_attempts=2, retry_backoff=0.01)
+    def maybe(ctx: JobContext, fail: bool) -> None:
+        if fail:
+            raise ValueError("boom")
+
+    ok = maybe.enqueue(False).job_id
+    bad = maybe.enqueue(True).job_id
+    member = app.batch([(maybe, (False,))]).job_ids[0]
+    finished = (S.SUCCEEDED, S.DEAD)
+    with running_worker(app, **FAST) as worker:
+        wait_until(lambda: all(state_of(app, j) in finished for j in (ok, bad, member)))
+    history = {(r["job_id"], r["attempt"]): r for r in app.parts.fleet.list_assignments()}
+    assert {key: row["outcome"] for key, row in history.items()} == {
+        (ok, 1): "succeeded",
+        (bad, 1): "failed",
+        (bad, 2): "dead",
+        (member, 1): "succeeded",
+    }
+    for row in history.values():
+        assert row["worker_id"] == worker.id
+        assert row["started_at"] is not None and row["ended_at"] >= row["started_at"]

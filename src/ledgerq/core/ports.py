@@ -73,6 +73,11 @@ class JobStore(Protocol):
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of attempt outcomes in one transaction; fenced, one bool per item."""
 
+    @property
+    def records_history_inline(self) -> bool:
+        """Whether ``claim_jobs`` inserts and ``complete_jobs`` closes each attempt's history
+        row (``job_assignments``) itself; else the worker records starts and applied ends."""
+
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; fenced, one bool per claim."""
 

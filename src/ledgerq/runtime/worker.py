@@ -315,7 +315,7 @@ class Worker:
             self._inflight[job.id] = ctx
             if self._events is not None:
                 self._claimed_at[job.id] = time.monotonic()
-        if self.membership is not None:
+        if self.membership is not None and not self._store.records_history_inline:
             self.membership.started(job)
         self._executor.submit(ctx)
 
@@ -348,9 +348,11 @@ class Worker:
                 else:
                     self.stats.refused += 1
         if self.membership is not None:
+            inline = self._store.records_history_inline  # applied ends are written already
             for completion, applied in written:
-                outcome = fleet.Outcome(completion.state.value) if applied else None
-                self.membership.ended(completion.claim, outcome)
+                if not (applied and inline):
+                    outcome = fleet.Outcome(completion.state.value) if applied else None
+                    self.membership.ended(completion.claim, outcome)
 
     def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
         started = self._claimed_at.pop(ctx.job_id, None)

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.store import pg_statements as pg
 from ledgerq.store.pg_statements import NOTIFY_CHANNEL
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import job_assignments, jobs
 
 
 class Dialect:
@@ -118,6 +118,14 @@ class Dialect:
     #: Whether ``claim_hinted`` has a statement of its own (else the portable IN-list claim).
     claims_hints_natively = False
 
+    #: Whether claims insert and group completions close the attempts' ``job_assignments``
+    #: rows themselves (else the worker's recorder writes that history in groups).
+    records_history_inline = False
+
+    def close_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
+        """Close the history rows of ``(job_id, attempt, outcome)`` whose outcomes were just
+        written in ``conn``'s transaction (only where ``records_history_inline``)."""
+
     def claim_hinted(
         self, conn: Connection, params: dict[str, Any], queues: Sequence[str]
     ) -> Sequence[RowMapping]:
@@ -151,7 +159,20 @@ class PostgresDialect(Dialect):
 
     def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
         ids = picked.with_for_update(skip_locked=True).scalar_subquery()
-        return sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)
+        claimed = (sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)).cte(
+            "claimed"
+        )
+        # The attempt's history row, in the claim's own statement (see records_history_inline).
+        started = sa.select(
+            claimed.c.id, claimed.c.attempt, claimed.c.worker_id, claimed.c.started_at
+        )
+        history = (
+            postgresql.insert(job_assignments)
+            .from_select(["job_id", "attempt", "worker_id", "started_at"], started)
+            .on_conflict_do_nothing(index_elements=["job_id", "attempt"])
+            .cte("history")
+        )
+        return sa.select(claimed).add_cte(history)
 
     def _insert_ignore(self) -> Any:
         return postgresql.insert(jobs).on_conflict_do_nothing()
@@ -222,6 +243,14 @@ class PostgresDialect(Dialect):
         return True
 
     claims_hints_natively = True
+    records_history_inline = True
+
+    def close_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
+        if ends:
+            ids, attempts, outcomes = (list(column) for column in zip(*ends, strict=True))
+            conn.execute(
+                pg.CLOSE_ASSIGNMENTS, {"ids": ids, "attempts": attempts, "outcomes": outcomes}
+            )
 
     def claim_hinted(
         self, conn: Connection, params: dict[str, Any], queues: Sequence[str]

@@ -218,6 +218,11 @@ class SqlJobStore(SqlJobStaging):
 
     # -- worker side -----------------------------------------------------------------------
 
+    @property
+    def records_history_inline(self) -> bool:
+        """Whether claims and completions write the attempts' history rows themselves."""
+        return self.dialect.records_history_inline
+
     def claim_jobs(
         self,
         *,
@@ -350,6 +355,13 @@ class SqlJobStore(SqlJobStaging):
             applied = self.dialect.complete_group(conn, params) if not batch_ids else None
             if applied is None:
                 applied = self._complete_each(conn, params)
+                if self.dialect.records_history_inline:
+                    ends = [
+                        (c.claim.job_id, c.claim.attempt, c.state.value)
+                        for c, ok in zip(completions, applied, strict=True)
+                        if ok
+                    ]
+                    self.dialect.close_assignments(conn, ends)
             if batch_ids:
                 # Batch members: their outcomes and the batch's callbacks in one transaction.
                 advance_batches(conn, self.dialect, batch_ids)

@@ -36,7 +36,10 @@ INSERT_COLUMNS = (
     "delay_s",
 )
 
+# The attempt's history row (``job_assignments``) is closed in the same statement: no
+# separate write per job, and the history is exactly as durable as the outcome.
 COMPLETE_GROUP = sa.text(
+    "WITH done AS ("
     "UPDATE jobs SET state = v.state,"
     " result = CASE WHEN v.state = 'failed' THEN jobs.result ELSE v.result END,"
     " error = v.error,"
@@ -50,7 +53,20 @@ COMPLETE_GROUP = sa.text(
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
     # Steers the planner to the primary key even when its statistics are stale.
     " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
-    " RETURNING jobs.id, jobs.attempt"
+    " RETURNING jobs.id, jobs.attempt, jobs.state),"
+    " history AS (UPDATE job_assignments AS a SET ended_at = clock_timestamp(),"
+    " outcome = done.state FROM done"
+    " WHERE a.job_id = done.id AND a.attempt = done.attempt AND a.ended_at IS NULL)"
+    " SELECT done.id, done.attempt FROM done"
+)
+
+# Closes the history rows of attempts whose outcomes were written by other statements in the
+# same transaction (batch members and workflow steps); the first end wins.
+CLOSE_ASSIGNMENTS = sa.text(
+    "UPDATE job_assignments AS a SET ended_at = clock_timestamp(), outcome = v.outcome"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[]), CAST(:outcomes AS text[]))"
+    " AS v(id, attempt, outcome)"
+    " WHERE a.job_id = v.id AND a.attempt = v.attempt AND a.ended_at IS NULL"
 )
 
 HEARTBEAT_GROUP = sa.text(
@@ -63,8 +79,10 @@ HEARTBEAT_GROUP = sa.text(
 )
 
 # One statement text for any number of hints (an IN list would be new SQL per length, parsed
-# and planned again each time); the paused check is correlated with the row's queue.
+# and planned again each time); the paused check is correlated with the row's queue. The
+# attempt's history row is inserted by the same statement.
 CLAIM_HINTED = sa.text(
+    "WITH claimed AS ("
     "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker_id = :worker,"
     " started_at = clock_timestamp(), heartbeat_at = clock_timestamp(),"
     " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8)),"
@@ -74,7 +92,11 @@ CLAIM_HINTED = sa.text(
     " AND j.queue = ANY(CAST(:queues AS text[]))"
     " AND NOT EXISTS (SELECT 1 FROM paused_queues AS p WHERE p.queue = j.queue)"
     " ORDER BY j.priority, j.run_at, j.id LIMIT :lim FOR UPDATE SKIP LOCKED)"
-    " RETURNING jobs.*"
+    " RETURNING jobs.*),"
+    " history AS (INSERT INTO job_assignments (job_id, attempt, worker_id, started_at)"
+    " SELECT claimed.id, claimed.attempt, claimed.worker_id, claimed.started_at FROM claimed"
+    " ON CONFLICT (job_id, attempt) DO NOTHING)"
+    " SELECT * FROM claimed"
 )
 
 # Starts and ends of attempts in one statement: a new attempt is inserted, an open one closed;
