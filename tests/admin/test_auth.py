@@ -19,12 +19,22 @@ READS = [
     "/admin/metrics",
     "/metrics",
     "/openapi.json",
+    "/admin/schedules",
+    "/admin/schedules/nightly/runs",
+    "/api/v1/batches/1",
+    "/api/v1/workflows",
+    "/api/v1/workflows/abc",
 ]
 CHANGES = [
     "/api/v1/jobs/1/cancel",
     "/api/v1/jobs/1/retry",
     "/admin/queues/default/pause",
     "/admin/queues/default/resume",
+    "/admin/schedules/nightly/pause",
+    "/admin/schedules/nightly/resume",
+    "/api/v1/batches/1/retry-failed",
+    "/api/v1/workflows/abc/cancel",
+    "/api/v1/workflows/abc/retry",
 ]
 
 
@@ -36,7 +46,7 @@ def test_without_token_401_and_with_wrong_token_403(served_sqlite: Served) -> No
         assert client.get(path).headers["www-authenticate"].startswith("Bearer")
         assert client.get(path, headers=wrong).status_code == 403, path
         assert client.get(path, headers={"Authorization": ADMIN_TOKEN}).status_code == 403
-    for path in [*CHANGES, "/api/v1/jobs"]:
+    for path in [*CHANGES, "/api/v1/jobs", "/admin/schedules"]:
         assert client.post(path, json={"task": "admin.add"}).status_code == 401, path
         assert client.post(path, json={"task": "admin.add"}, headers=wrong).status_code == 403
 

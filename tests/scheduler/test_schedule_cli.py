@@ -116,7 +116,7 @@ def test_unknown_schedules_and_duplicates_are_clear_errors(
     migrate(engine)
     engine.dispose()
     monkeypatch.setenv("LEDGERQ_DATABASE_URL", url)
-    for action in ("pause", "resume", "remove"):
+    for action in ("pause", "resume", "remove", "runs"):
         assert run(capsys, "schedule", action, "ghost")[::2] == (
             1,
             "error: no schedule named 'ghost'\n",

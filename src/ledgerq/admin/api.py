@@ -42,7 +42,8 @@ def deps_of(request: Request) -> AdminDeps:
 Deps = Annotated[AdminDeps, Depends(deps_of)]
 
 
-def _audit(request: Request, caller: Caller, action: str, **fields: Any) -> None:
+def record_audit(request: Request, caller: Caller, action: str, **fields: Any) -> None:
+    """Log a change with the caller's role and address (never its token)."""
     client = request.client.host if request.client else "-"
     audit.info("audit", action=action, caller=caller.label, client=client, **fields)
 
@@ -112,7 +113,7 @@ def enqueue_job(
             return _replay(deps, held, digest, response)
     if result.duplicate:
         response.status_code = 200
-    _audit(request, caller, "enqueue", job_id=result.job_id, task=body.task, queue=job.queue)
+    record_audit(request, caller, "enqueue", job_id=result.job_id, task=body.task, queue=job.queue)
     return {
         "id": result.job_id,
         "duplicate": result.duplicate,
@@ -161,7 +162,7 @@ def get_job(job_id: JobId, _caller: Reader, deps: Deps) -> dict[str, Any]:
 def cancel_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
     """Cancel an unfinished job (409 if it has finished)."""
     job = deps.client.cancel(job_id)
-    _audit(request, caller, "cancel", job_id=job_id, state=job.state.value)
+    record_audit(request, caller, "cancel", job_id=job_id, state=job.state.value)
     return job_document(job)
 
 
@@ -169,7 +170,7 @@ def cancel_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> di
 def retry_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
     """Queue a failed, dead or cancelled job again now (409 otherwise)."""
     job = deps.client.retry(job_id)
-    _audit(request, caller, "retry", job_id=job_id, state=job.state.value)
+    record_audit(request, caller, "retry", job_id=job_id, state=job.state.value)
     return job_document(job)
 
 
@@ -177,7 +178,7 @@ def retry_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dic
 def start_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
     """Start a held job: it is queued now (409 if it is not held)."""
     job = deps.client.start(job_id)
-    _audit(request, caller, "start", job_id=job_id, state=job.state.value)
+    record_audit(request, caller, "start", job_id=job_id, state=job.state.value)
     return job_document(job)
 
 
@@ -185,7 +186,7 @@ def start_job(job_id: JobId, request: Request, caller: Admin, deps: Deps) -> dic
 def pause_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
     """Stop workers from claiming jobs of ``queue``; enqueues still succeed."""
     deps.controls.pause_queue(queue)
-    _audit(request, caller, "pause", queue=queue)
+    record_audit(request, caller, "pause", queue=queue)
     return {"queue": queue, "paused": True}
 
 
@@ -195,7 +196,7 @@ def pause_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) -
 def resume_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) -> dict[str, Any]:
     """Let workers claim jobs of ``queue`` again."""
     deps.controls.resume_queue(queue)
-    _audit(request, caller, "resume", queue=queue)
+    record_audit(request, caller, "resume", queue=queue)
     return {"queue": queue, "paused": False}
 
 

@@ -8,10 +8,22 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from ledgerq.admin import api, dashboard, health, limits, locks_api
+from ledgerq.admin import (
+    api,
+    batches_api,
+    dashboard,
+    health,
+    limits,
+    locks_api,
+    schedules_api,
+    workflows_api,
+)
 from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
 from ledgerq.core import errors
+from ledgerq.core.batches import BatchNotFound
+from ledgerq.core.schedules import InvalidScheduleDefinition, ScheduleExists, ScheduleNotFound
+from ledgerq.core.workflow import WorkflowNotFound
 
 #: The application type, for callers outside this package (which never import FastAPI).
 HttpApp = FastAPI
@@ -19,6 +31,10 @@ HttpApp = FastAPI
 #: Status code per error class; the first match in this order wins.
 STATUS: tuple[tuple[type[errors.LedgerqError], int], ...] = (
     (errors.JobNotFound, 404),
+    (BatchNotFound, 404),
+    (WorkflowNotFound, 404),
+    (ScheduleNotFound, 404),
+    (ScheduleExists, 409),
     (errors.InvalidTransition, 409),
     (errors.StoreUnavailable, 503),
     (errors.InvalidJob, 400),
@@ -62,12 +78,24 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.include_router(api.router)
     app.include_router(locks_api.router)
     app.include_router(limits.router)
+    app.include_router(schedules_api.router)
+    app.include_router(batches_api.router)
+    app.include_router(workflows_api.router)
     app.include_router(dashboard.router)
 
     @app.exception_handler(errors.LedgerqError)
     async def on_ledgerq_error(_request: Request, exc: errors.LedgerqError) -> JSONResponse:
         status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
         return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.exception_handler(InvalidScheduleDefinition)
+    async def on_invalid_schedule(
+        _request: Request, exc: InvalidScheduleDefinition
+    ) -> JSONResponse:
+        # Shaped like FastAPI's own 422s, so a client reads one kind of validation error
+        # whether pydantic or the cron parser refused the field.
+        problem = {"type": "value_error", "loc": ["body", exc.field], "msg": str(exc)}
+        return JSONResponse({"detail": [problem]}, status_code=422)
 
     @app.middleware("http")
     async def guard(

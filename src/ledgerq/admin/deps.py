@@ -9,12 +9,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledgerq.batching import BatchClient
 from ledgerq.client import Client
 from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
 from ledgerq.core.ports import LimitStore
+from ledgerq.core.schedules import ScheduleAdmin
+from ledgerq.workflows import Workflows
 
 #: Argument names whose values never leave the server unmasked.
 SECRET_NAME = re.compile(r"pass|secret|token|api_?key|auth|credential|private|cookie", re.I)
@@ -31,6 +34,12 @@ class AdminDeps:
     fleet: FleetView
     probes: Sequence[HealthProbe]
     render_metrics: Callable[[], tuple[bytes, str]]
+    schedules: ScheduleAdmin
+    """The same schedule operations as ``ledgerq schedule``."""
+    batches: BatchClient
+    """The application's batches (``app.batches``), as ``ledgerq batch`` uses them."""
+    workflows: Workflows
+    """The application's workflows (``app.workflows``), as ``ledgerq workflow`` uses them."""
     locks: LockAdmin | None = None
     limits: LimitStore | None = None
     """Circuit breakers (``GET /admin/queue/breakers``); None: none are listed."""

@@ -7,11 +7,12 @@ The port lives here rather than in ports.py so the scheduler stays one self-cont
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from ledgerq.core import errors
 from ledgerq.core.job import NewJob
@@ -50,11 +51,39 @@ class ScheduleSource(StrEnum):
     """``ledgerq schedule add``; lives only in the database."""
 
 
+class InvalidScheduleDefinition(errors.ConfigError):
+    """A schedule that cannot work: its name, cron expression, time zone, a policy, its queue
+    or ``max_catchup``. The message names the problem; ``field`` names the setting at fault
+    (``name``, ``cron``, ``tz``, ``missed``, ``overlap``, ``queue``, ``max_catchup``)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ScheduleExists(errors.ConfigError):
+    """A schedule of that name is stored already."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a schedule named {name!r} exists")
+        self.name = name
+
+
+class ScheduleNotFound(errors.StoreError):
+    """No schedule of that name is stored."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no schedule named {name!r}")
+        self.name = name
+
+
 def check_schedule_name(name: str) -> str:
-    """Return ``name`` if it is a valid schedule name, else raise ``ConfigError``."""
+    """Return ``name`` if it is a valid schedule name, else raise
+    ``InvalidScheduleDefinition``."""
     if not isinstance(name, str) or not SCHEDULE_NAME.match(name):
-        raise errors.ConfigError(
-            f"invalid schedule name {name!r}: use 1-200 characters without spaces"
+        raise InvalidScheduleDefinition(
+            f"invalid schedule name {name!r}: use 1-200 characters without spaces",
+            field="name",
         )
     return name
 
@@ -78,8 +107,9 @@ class Schedule:
     def __post_init__(self) -> None:
         check_schedule_name(self.name)
         if not 1 <= self.max_catchup <= MAX_CATCHUP_LIMIT:
-            raise errors.ConfigError(
-                f"max_catchup must lie within 1..{MAX_CATCHUP_LIMIT}, got {self.max_catchup}"
+            raise InvalidScheduleDefinition(
+                f"max_catchup must lie within 1..{MAX_CATCHUP_LIMIT}, got {self.max_catchup}",
+                field="max_catchup",
             )
 
 
@@ -92,6 +122,29 @@ class ScheduleState:
     paused: bool
     last_tick: datetime | None
     next_tick: datetime | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (``args``: the stored ``{"args": [...], "kwargs": {...}}``)."""
+        s = self.schedule
+        return {
+            "name": s.name,
+            "cron": s.cron,
+            "tz": s.tz,
+            "task": s.task,
+            "args": json.loads(s.args_json),
+            "queue": s.queue,
+            "paused": self.paused,
+            "missed": s.missed.value,
+            "max_catchup": s.max_catchup,
+            "overlap": s.overlap.value,
+            "source": s.source.value,
+            "last_tick": _iso(self.last_tick),
+            "next_tick": _iso(self.next_tick),
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 class FireOutcome(StrEnum):
@@ -135,7 +188,7 @@ class ScheduleStore(Protocol):
         """Create or update code-declared schedules; their pause state and progress stay."""
 
     def add_schedule(self, schedule: Schedule) -> None:
-        """Create a schedule; raise ``ConfigError`` if the name is taken."""
+        """Create a schedule; raise ``ScheduleExists`` if the name is taken."""
 
     def remove_schedule(self, name: str) -> bool:
         """Delete a schedule (its run history stays); False if there was none."""
@@ -157,3 +210,54 @@ class ScheduleStore(Protocol):
 
     def list_runs(self, name: str, *, limit: int = 100) -> list[ScheduleRun]:
         """The schedule's newest runs first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleOverview:
+    """A stored schedule with its newest run (None before its first fired tick)."""
+
+    state: ScheduleState
+    last_run: ScheduleRun | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRequest:
+    """A run-time schedule an operator asks for, as given (checked by ``add_schedule``):
+    ``missed`` and ``overlap`` are policy names, ``queue`` None means the task's own."""
+
+    name: str
+    cron: str
+    task: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    tz: str = "UTC"
+    queue: str | None = None
+    missed: str = MissedPolicy.SKIP.value
+    max_catchup: int = 10
+    overlap: str = OverlapPolicy.ALLOW.value
+
+
+class ScheduleAdmin(Protocol):
+    """What operators do with schedules (``ledgerq schedule`` and ``/admin/schedules``)."""
+
+    def list_schedules(self) -> list[ScheduleOverview]:
+        """Every schedule by name, with its newest run."""
+
+    def list_runs(self, name: str, *, limit: int) -> list[ScheduleRun]:
+        """The newest ``limit`` runs of ``name``, newest first; ``ScheduleNotFound`` if no
+        schedule and no run of that name is stored (a removed schedule keeps its history)."""
+
+    def add_schedule(self, request: ScheduleRequest) -> ScheduleOverview:
+        """Store a run-time schedule and return it; raise ``InvalidScheduleDefinition``,
+        ``PayloadError``, ``TaskNotRegistered`` (when the application's tasks are known) or
+        ``ScheduleExists``."""
+
+    def remove_schedule(self, name: str) -> None:
+        """Delete ``name`` (its runs stay); ``ScheduleNotFound`` if unknown,
+        ``InvalidTransition`` if the application's code declares it."""
+
+    def pause_schedule(self, name: str) -> ScheduleOverview:
+        """Stop ``name`` from firing; ``ScheduleNotFound`` if unknown."""
+
+    def resume_schedule(self, name: str) -> ScheduleOverview:
+        """Let ``name`` fire again from now on; ``ScheduleNotFound`` if unknown."""

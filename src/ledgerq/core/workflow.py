@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -206,6 +206,16 @@ class WorkflowView:
     steps_total: int
     steps_done: int
     steps: tuple[StepView, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields, times as ISO 8601 strings (``steps`` as dicts)."""
+        data = {k: _json_ready(v) for k, v in asdict(self).items()}
+        data["steps"] = [{k: _json_ready(v) for k, v in asdict(s).items()} for s in self.steps]
+        return data
+
+
+def _json_ready(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 @dataclass(slots=True)

@@ -21,7 +21,13 @@ from croniter import CroniterBadDateError, CroniterError, croniter
 
 from ledgerq.core import errors
 from ledgerq.core.job import check_queue_name
-from ledgerq.core.schedules import MissedPolicy, OverlapPolicy, Schedule, ScheduleSource
+from ledgerq.core.schedules import (
+    InvalidScheduleDefinition,
+    MissedPolicy,
+    OverlapPolicy,
+    Schedule,
+    ScheduleSource,
+)
 
 #: More than the largest repeated stretch of wall-clock time in any zone (a fall-back).
 _SLACK = timedelta(hours=3)
@@ -29,28 +35,36 @@ _SLACK = timedelta(hours=3)
 
 def check_cron(expression: str) -> str:
     """Return ``expression`` if croniter accepts it (5 fields, or 6 with seconds first), else
-    raise ``ConfigError`` naming the problem."""
+    raise ``InvalidScheduleDefinition`` naming the problem."""
     fields = expression.split() if isinstance(expression, str) else []
     if len(fields) not in (5, 6):
-        raise errors.ConfigError(
+        raise InvalidScheduleDefinition(
             f"invalid cron expression {expression!r}: expected 5 fields (minute hour day month"
-            " weekday) or 6 with seconds first"
+            " weekday) or 6 with seconds first",
+            field="cron",
         )
     try:
         croniter(_ordered(expression), datetime(2000, 1, 1)).get_next(datetime)
     except CroniterBadDateError:
-        raise errors.ConfigError(f"cron expression {expression!r} never fires") from None
+        raise InvalidScheduleDefinition(
+            f"cron expression {expression!r} never fires", field="cron"
+        ) from None
     except (CroniterError, ValueError, KeyError) as exc:
-        raise errors.ConfigError(f"invalid cron expression {expression!r}: {exc}") from None
+        raise InvalidScheduleDefinition(
+            f"invalid cron expression {expression!r}: {exc}", field="cron"
+        ) from None
     return expression
 
 
 def check_timezone(name: str) -> ZoneInfo:
-    """Return the zone ``name`` (IANA, e.g. ``Europe/Berlin``), else raise ``ConfigError``."""
+    """Return the zone ``name`` (IANA, e.g. ``Europe/Berlin``), else raise
+    ``InvalidScheduleDefinition``."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise errors.ConfigError(f"unknown time zone {name!r}: use an IANA name") from None
+        raise InvalidScheduleDefinition(
+            f"unknown time zone {name!r}: use an IANA name", field="tz"
+        ) from None
 
 
 def check_schedule(schedule: Schedule) -> Schedule:
@@ -165,21 +179,25 @@ def build_schedule(
     overlap: str = "allow",
     source: ScheduleSource = ScheduleSource.CODE,
 ) -> Schedule:
-    """A validated Schedule from user input; raise ``ConfigError`` naming the first problem
-    (cron expression, time zone, policy names, queue name, ``max_catchup``)."""
+    """A validated Schedule from user input; raise ``InvalidScheduleDefinition`` naming the
+    first problem (cron expression, time zone, policy names, queue name, ``max_catchup``)."""
     try:
         missed_policy = MissedPolicy(missed)
     except ValueError:
-        raise errors.ConfigError(f"missed must be skip, once or all, got {missed!r}") from None
+        raise InvalidScheduleDefinition(
+            f"missed must be skip, once or all, got {missed!r}", field="missed"
+        ) from None
     try:
         overlap_policy = OverlapPolicy(overlap)
     except ValueError:
-        raise errors.ConfigError(f"overlap must be skip or allow, got {overlap!r}") from None
+        raise InvalidScheduleDefinition(
+            f"overlap must be skip or allow, got {overlap!r}", field="overlap"
+        ) from None
     if queue is not None:
         try:
             check_queue_name(queue)
         except errors.InvalidQueueName as exc:
-            raise errors.ConfigError(str(exc)) from None
+            raise InvalidScheduleDefinition(str(exc), field="queue") from None
     return check_schedule(
         Schedule(
             name=name,

@@ -22,6 +22,7 @@ from ledgerq.core.schedules import (
     MissedPolicy,
     OverlapPolicy,
     Schedule,
+    ScheduleExists,
     ScheduleRun,
     ScheduleSource,
     ScheduleState,
@@ -129,12 +130,12 @@ class SqlScheduleStore(SqlTransactions):
             self._insert(conn, schedule)
 
     def add_schedule(self, schedule: Schedule) -> None:
-        """Create a schedule; ``ConfigError`` if the name is taken."""
+        """Create a schedule; ``ScheduleExists`` if the name is taken."""
         try:
             with self.engine.begin() as conn:
                 self._insert(conn, schedule)
         except sa.exc.IntegrityError:
-            raise errors.ConfigError(f"a schedule named {schedule.name!r} exists") from None
+            raise ScheduleExists(schedule.name) from None
         except sa.exc.DBAPIError as exc:
             raise translate_error(exc) from exc
 

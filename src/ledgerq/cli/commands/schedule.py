@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any
 
 import click
 from rich.table import Table
 
-from ledgerq import bootstrap
+from ledgerq import scheduling
 from ledgerq.application import LedgerQ
 from ledgerq.cli.commands.jobs import parse_args_option
 from ledgerq.cli.context import CliContext, pass_cli
-from ledgerq.core import errors
-from ledgerq.core.codec import PayloadCodec
-from ledgerq.core.schedules import Schedule, ScheduleSource, ScheduleState
+from ledgerq.core.schedules import Schedule, ScheduleRequest, ScheduleState
 from ledgerq.metrics.exporter import HealthExporter
 from ledgerq.metrics.prometheus import MetricsHub
-from ledgerq.runtime import cron
 from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
+from ledgerq.scheduling import ScheduleOps
 
 json_option = click.option("--json", "local_json", is_flag=True, help="Machine-readable output.")
 
@@ -29,30 +25,6 @@ json_option = click.option("--json", "local_json", is_flag=True, help="Machine-r
 @click.group("schedule")
 def group() -> None:
     """Manage periodic schedules (code-declared ones appear once a scheduler has started)."""
-
-
-def _time(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def schedule_dict(state: ScheduleState) -> dict[str, Any]:
-    """A schedule as plain JSON-ready data."""
-    s = state.schedule
-    return {
-        "name": s.name,
-        "cron": s.cron,
-        "tz": s.tz,
-        "task": s.task,
-        "args": json.loads(s.args_json),
-        "queue": s.queue,
-        "paused": state.paused,
-        "missed": s.missed.value,
-        "max_catchup": s.max_catchup,
-        "overlap": s.overlap.value,
-        "source": s.source.value,
-        "last_tick": _time(state.last_tick),
-        "next_tick": _time(state.next_tick),
-    }
 
 
 def _table(states: list[ScheduleState]) -> Table:
@@ -72,22 +44,22 @@ def _table(states: list[ScheduleState]) -> Table:
     return table
 
 
+def _ops(cli: CliContext) -> ScheduleOps:
+    app = cli.app()
+    return scheduling.schedule_ops(cli.settings, app.parts, app.registry, app.schedules)
+
+
 @group.command("list")
 @json_option
 @pass_cli
 def list_schedules(cli: CliContext, local_json: bool) -> int:
     """Every schedule with its policies and next tick."""
-    states = bootstrap.schedule_store(cli.app().parts).list_schedules()
+    states = [overview.state for overview in _ops(cli).list_schedules()]
     if cli.as_json or local_json:
-        cli.emit_json([schedule_dict(s) for s in states])
+        cli.emit_json([s.as_dict() for s in states])
     else:
         cli.console.print(_table(states))
     return 0
-
-
-def _args_json(cli: CliContext, text: str) -> str:
-    args, kwargs = parse_args_option(text)
-    return PayloadCodec(max_bytes=cli.settings.max_payload_bytes).encode_args(args, kwargs)
 
 
 @group.command("add")
@@ -116,22 +88,20 @@ def add(
     local_json: bool,
 ) -> int:
     """Add schedule NAME that enqueues TASK at every tick of --cron."""
-    schedule = cron.build_schedule(
+    args, kwargs = parse_args_option(args_text)
+    request = ScheduleRequest(
         name,
-        cron_expression=cron_expression,
+        cron=cron_expression,
         task=task,
-        args_json=_args_json(cli, args_text),
+        args=tuple(args),
+        kwargs=kwargs,
         tz=tz,
         queue=queue,
         missed=missed,
         max_catchup=max_catchup,
         overlap=overlap,
-        source=ScheduleSource.RUNTIME,
     )
-    app = cli.app()
-    if cli.settings.app and task not in app.registry:
-        raise errors.TaskNotRegistered(task)
-    bootstrap.schedule_store(app.parts).add_schedule(schedule)
+    _ops(cli).add_schedule(request)
     _report(cli, local_json, name, "added")
     return 0
 
@@ -143,7 +113,7 @@ def _report(cli: CliContext, local_json: bool, name: str, action: str) -> None:
         click.echo(f"schedule {name} {action}")
 
 
-def _change(action: str, apply: Callable[[CliContext, str], bool]) -> click.Command:
+def _change(action: str, apply: Callable[[ScheduleOps, str], object]) -> click.Command:
     """A command NAME that applies one change to a schedule and reports it."""
 
     @click.command(action)
@@ -151,33 +121,18 @@ def _change(action: str, apply: Callable[[CliContext, str], bool]) -> click.Comm
     @json_option
     @pass_cli
     def command(cli: CliContext, name: str, local_json: bool) -> int:
-        if not apply(cli, name):
-            raise errors.ConfigError(f"no schedule named {name!r}")
+        apply(_ops(cli), name)
         _report(cli, local_json, name, f"{action}d")  # removed, paused, resumed
         return 0
 
     return command
 
 
-def _remove(cli: CliContext, name: str) -> bool:
-    app = cli.app()
-    if name in app.schedules:
-        raise errors.ConfigError(
-            f"schedule {name!r} is declared in the application's code; pause it, or delete it"
-            " from the code"
-        )
-    return bootstrap.schedule_store(app.parts).remove_schedule(name)
-
-
-remove = _change("remove", _remove)
+remove = _change("remove", ScheduleOps.remove_schedule)
 remove.help = "Delete schedule NAME (its run history stays)."
-pause = _change(
-    "pause", lambda cli, n: bootstrap.schedule_store(cli.app().parts).set_paused(n, True)
-)
+pause = _change("pause", ScheduleOps.pause_schedule)
 pause.help = "Stop schedule NAME from firing (kept across scheduler restarts)."
-resume = _change(
-    "resume", lambda cli, n: bootstrap.schedule_store(cli.app().parts).set_paused(n, False)
-)
+resume = _change("resume", ScheduleOps.resume_schedule)
 resume.help = "Let schedule NAME fire again from now on (ticks of the pause never run)."
 for _command in (remove, pause, resume):
     group.add_command(_command)
@@ -190,7 +145,7 @@ for _command in (remove, pause, resume):
 @pass_cli
 def runs(cli: CliContext, name: str, limit: int, local_json: bool) -> int:
     """The newest fired ticks of schedule NAME: job and the instance that fired it."""
-    found = bootstrap.schedule_store(cli.app().parts).list_runs(name, limit=limit)
+    found = _ops(cli).list_runs(name, limit=limit)
     rows = [
         {"tick": r.tick.isoformat(), "job_id": r.job_id, "executed_by": r.executed_by}
         for r in found

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 import structlog
 
-from ledgerq import operations
+from ledgerq import operations, scheduling
 from ledgerq.cli.context import CliContext, pass_cli
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         fleet=ops.fleet,
         probes=ops.probes,
         render_metrics=ops.metrics.render,
+        schedules=scheduling.schedule_ops(settings, app.parts, app.registry, app.schedules),
+        batches=app.batches,
+        workflows=app.workflows,
         locks=operations.lock_admin(app.parts),
         limits=app.limits,
         items=app.parts.items,

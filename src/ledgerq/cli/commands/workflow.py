@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from datetime import datetime
-from typing import Any
-
 import click
 from rich.table import Table
 from rich.tree import Tree
@@ -28,19 +24,6 @@ def group() -> None:
     """Inspect, cancel and retry workflows."""
 
 
-def workflow_dict(view: WorkflowView) -> dict[str, Any]:
-    """A workflow (with its steps, if loaded) as JSON-ready data."""
-    data = asdict(view)
-    data["steps"] = [
-        {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(s).items()}
-        for s in view.steps
-    ]
-    for key in ("created_at", "last_progress_at", "finished_at"):
-        value = data[key]
-        data[key] = value.isoformat() if value is not None else None
-    return data
-
-
 @group.command("list")
 @click.option("--state", type=click.Choice([s.value for s in WorkflowState]))
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
@@ -49,7 +32,7 @@ def list_workflows(cli: CliContext, state: str | None, limit: int) -> int:
     """List the newest workflows."""
     views = cli.app().workflows.list(state=WorkflowState(state) if state else None, limit=limit)
     if cli.as_json:
-        cli.emit_json([workflow_dict(v) for v in views])
+        cli.emit_json([v.as_dict() for v in views])
         return 0
     table = Table(title="workflows")
     for column in ("id", "name", "state", "on_failure", "steps", "created_at"):
@@ -74,7 +57,7 @@ def show(cli: CliContext, workflow_id: str) -> int:
     """Show a workflow as a tree of its steps and their states."""
     view = cli.app().workflows.get(workflow_id)
     if cli.as_json:
-        cli.emit_json(workflow_dict(view))
+        cli.emit_json(view.as_dict())
     else:
         cli.console.print(workflow_tree(view))
     return 0
