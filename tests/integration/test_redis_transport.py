@@ -73,6 +73,31 @@ def test_a_redis_worker_runs_what_redis_announces(app: LedgerQ, redis_server: Re
     assert hinted(redis_server) == []
 
 
+def test_an_id_announced_before_its_commit_is_claimed_soon_after(
+    app: LedgerQ, redis_server: RedisServer
+) -> None:
+    """SQLAlchemy's commit event, which announces a transaction's jobs, fires just before the
+    commit: a worker may pop the id while the row is still invisible and drop it. It looks
+    again by query shortly after, instead of leaving the job to the reconciler."""
+    sqlite = app.parts.store.dialect.name == "sqlite"  # its claim waits for the write lock
+    app.client.enqueue([app.client.build("work", (0,))])
+    with running_worker(app, concurrency=2, poll_interval_seconds=60.0, reconcile=False) as worker:
+
+        def wait_for_drop() -> None:
+            if not sqlite:
+                wait_until(lambda: worker._fetcher.dropped_hints > 0, timeout=10, what="drop")
+
+        wait_until(lambda: app.ran == [0], timeout=30, what="warm-up job")  # type: ignore[attr-defined]
+        with app.parts.store.engine.connect() as conn, app.transaction(conn) as tx:
+            app.client.enqueue([app.client.build("work", (1,))], tx=tx)
+            # Registered after the enqueue's announcement, so the commit comes only once
+            # the worker has popped the id and failed to claim the invisible row.
+            sa.event.listen(conn, "commit", lambda _conn: wait_for_drop(), once=True)
+        # Without the look-again the job would wait for the 60 s poll or the reconciler.
+        wait_until(lambda: 1 in app.ran, timeout=5, what="the late-committed job ran")  # type: ignore[attr-defined]
+    assert sqlite or worker._fetcher.dropped_hints == 1
+
+
 def test_reconciler_deletes_expired_and_retained_jobs_with_their_folders(
     app: LedgerQ, tmp_path: Path
 ) -> None:

@@ -23,6 +23,12 @@ BURST_RETRY_HORIZON_SECONDS = 10.0
 #: Longest wait for more free slots when there is a backlog, before claiming what is free.
 BATCH_WAIT_SECONDS = 0.002
 
+#: After a hand-over in which some ids failed their claim, claim by query this long after it.
+#: An id can arrive before its row is visible: a producer's transaction announces its jobs from
+#: SQLAlchemy's commit event, which fires just before the commit itself; and under a steady
+#: flow of hints nothing else would look for such a job until the reconciler re-sends it.
+RECHECKS_AFTER_DROP_SECONDS = (0.05, 0.25, 1.0)
+
 
 @dataclass(frozen=True, slots=True)
 class FetchPolicy:
@@ -63,6 +69,7 @@ class Fetcher:
         self._claimed = 0
         self._staged_before_exit = False
         self._by_query = False
+        self._rechecks: list[float] = []  # monotonic times of query claims after dropped ids
         self.dropped_hints = 0
         """Ids from the transport whose claim failed (already taken, finished, unknown)."""
         self._last_fetch = time.monotonic()
@@ -95,7 +102,7 @@ class Fetcher:
                 self._executor.wait_for_free_slot(BATCH_WAIT_SECONDS, at_least=self._batch_target())
             hinted = False
             try:
-                if self._transport.carries_ids() and not self._by_query:
+                if self._transport.carries_ids() and not self._by_query and not self._recheck_due():
                     hinted = True
                     outcome = self._fetch_hinted()
                     if outcome is not None:
@@ -103,6 +110,9 @@ class Fetcher:
                         backlog = outcome
                         continue
                 claimed, asked = self._fetch_once()
+                if self._rechecks:  # this claim by query served the rechecks now due
+                    now = time.monotonic()
+                    self._rechecks = [at for at in self._rechecks if at > now]
                 backoff = 0.1
                 backlog = asked > 0 and claimed == asked
                 # Hints ran dry while the ledger still had a full batch (ids lost in Redis or
@@ -145,6 +155,8 @@ class Fetcher:
         if limit <= 0:
             return False
         wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
+        if self._rechecks:
+            wait = max(min(wait, self._rechecks[0] - time.monotonic()), 0.001)
         ids = self._transport.pull(queues=self._policy.queues, limit=limit, timeout=wait)
         if not ids:
             return None
@@ -161,8 +173,17 @@ class Fetcher:
             self.dropped_hints += dropped
             if self._events is not None:
                 self._events.emit(HintsDropped(dropped))
+            now = time.monotonic()
+            self._rechecks = [now + delay for delay in RECHECKS_AFTER_DROP_SECONDS]
         self._accept(jobs)
         return len(ids) == limit and bool(jobs)
+
+    def _recheck_due(self) -> bool:
+        """Whether a query claim after dropped ids is due now (it is then taken off the list)."""
+        if self._rechecks and self._rechecks[0] <= time.monotonic():
+            del self._rechecks[0]
+            return True
+        return False
 
     def _batch_target(self) -> int:
         # With prefetch, claim once half the room is free, so the other half keeps the slots
