@@ -77,6 +77,10 @@ class Executor:
         self._inbox: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
         self._busy = 0
         self._cond = threading.Condition()
+        # Free slots a waiter of ``wait_for_free_slot`` needs: a finished job wakes it only
+        # once that many are free, not on every completion (a wake-up per job costs a thread
+        # switch and the GIL).
+        self._wanted = 1
         self._deadlines: list[tuple[float, int, _Run]] = []
         # Its own condition: the slots' one is notified on every finished job, and the
         # timeout monitor should not wake for each of them.
@@ -124,9 +128,11 @@ class Executor:
         """Block until ``at_least`` jobs could be accepted (or ``timeout``); return that count."""
         wanted = min(max(at_least, 1), self._capacity)
         with self._cond:
+            self._wanted = wanted
             self._cond.wait_for(
                 lambda: self._capacity - self._busy >= wanted or self._stopped, timeout
             )
+            self._wanted = 1
             return max(self._capacity - self._busy, 0)
 
     def wait_idle(self, timeout: float) -> bool:
@@ -272,7 +278,8 @@ class Executor:
     def _release_slot(self) -> None:
         with self._cond:
             self._busy -= 1
-            self._cond.notify_all()
+            if self._busy == 0 or self._capacity - self._busy >= self._wanted:
+                self._cond.notify_all()
 
     # -- timeouts ----------------------------------------------------------------------------
 

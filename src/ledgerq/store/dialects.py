@@ -189,25 +189,15 @@ class PostgresDialect(Dialect):
     def complete_group(
         self, conn: Connection, params: Sequence[dict[str, Any]]
     ) -> list[bool] | None:
-        arrays = {
-            "ids": [p["claim_id"] for p in params],
-            "attempts": [p["claim_attempt"] for p in params],
-            "states": [p["new_state"] for p in params],
-            "results": [p["new_result"] for p in params],
-            "errors": [p["new_error"] for p in params],
-            "delays": [float(p["retry_delay"]) for p in params],
-        }
-        rows: Sequence[Any] = conn.execute(pg.COMPLETE_GROUP, arrays).all()
-        done = {(int(i), int(a)) for i, a in rows}
-        return [(p["claim_id"], p["claim_attempt"]) in done for p in params]
+        rows = conn.execute(pg.COMPLETE_GROUP, pg.complete_group_values(params)).all()
+        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
 
     def heartbeat_group(
         self, conn: Connection, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
     ) -> list[bool] | None:
         params = {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds}
-        rows: Sequence[Any] = conn.execute(pg.HEARTBEAT_GROUP, params).all()
-        beat = {(int(i), int(a)) for i, a in rows}
-        return [(i, a) in beat for i, a in zip(ids, attempts, strict=True)]
+        rows = conn.execute(pg.HEARTBEAT_GROUP, params).all()
+        return pg.applied(zip(ids, attempts, strict=True), rows)
 
     def maintain(self, engine: sa.Engine) -> bool:
         # A queue table churns; with autovacuum off (or behind) dead index entries pile up in
@@ -255,13 +245,7 @@ class PostgresDialect(Dialect):
     def claim_hinted(
         self, conn: Connection, params: dict[str, Any], queues: Sequence[str]
     ) -> Sequence[RowMapping]:
-        values = {
-            "ids": list(params["hint_ids"]),
-            "queues": list(queues),
-            "lim": params["claim_limit"],
-            "worker": params["claim_worker"],
-            "lease": params["lease_s"],
-        }
+        values = pg.hinted_claim_values(params, queues)
         return conn.execute(pg.CLAIM_HINTED, values).mappings().all()
 
     def try_lock(self, conn: Connection, name: str) -> bool:

@@ -13,16 +13,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, Job, NewJob, as_utc
+from ledgerq.core.job import Claim, EnqueueResult, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.store import pg_statements as pg
 from ledgerq.store import workflow_advance
 from ledgerq.store.batch_hook import advance_batches
+from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.dedupe import DedupeWindows
-from ledgerq.store.queues import unpaused
-from ledgerq.store.staging import SqlJobStaging
-from ledgerq.store.tables import jobs, paused_queues
+from ledgerq.store.tables import jobs
 
 S = JobState
 _running = jobs.c.state == S.RUNNING.value
@@ -38,7 +38,7 @@ def _fence(
     )
 
 
-class SqlJobStore(SqlJobStaging):
+class SqlJobStore(SqlJobClaims):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
     on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
@@ -48,7 +48,6 @@ class SqlJobStore(SqlJobStaging):
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
         wait for the disk (see ``engine.create_engine``); everything else uses ``engine``."""
         super().__init__(engine, relaxed_engine)
-        self._claims: dict[tuple[str, ...], Any] = {}
         d = self.dialect
         self._delay = sa.bindparam("delay_s", type_=sa.Float)
         self._bulk_insert_stmt = (
@@ -218,117 +217,6 @@ class SqlJobStore(SqlJobStaging):
 
     # -- worker side -----------------------------------------------------------------------
 
-    @property
-    def records_history_inline(self) -> bool:
-        """Whether claims and completions write the attempts' history rows themselves."""
-        return self.dialect.records_history_inline
-
-    def claim_jobs(
-        self,
-        *,
-        queues: Sequence[str],
-        worker_id: str,
-        limit: int,
-        lease_seconds: float,
-        job_ids: Sequence[int] | None = None,
-    ) -> list[Job]:
-        """Atomically move up to ``limit`` due queued jobs to running (priority, then age);
-        with ``job_ids``, only jobs among those (of ``queues``) are candidates."""
-        key = (*queues, "") if job_ids is not None else tuple(queues)
-        built = self._claims.get(key)
-        if built is None:
-            parts = (
-                self._hinted_claim_parts(tuple(queues))
-                if job_ids is not None
-                else self._claim_parts(tuple(queues))
-            )
-            built = self._claims[key] = self.dialect.build_claim(*parts)
-        params = {
-            "claim_limit": limit,
-            "candidate_limit": 2 * limit,
-            "claim_worker": worker_id,
-            "lease_s": float(lease_seconds),
-        }
-        if job_ids is not None:
-            if not job_ids:
-                return []
-            params["hint_ids"] = list(job_ids)
-            if self.dialect.claims_hints_natively:
-                with self._single(relaxed=True) as conn:
-                    rows = self.dialect.claim_hinted(conn, params, queues)
-                return sorted(
-                    (Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id)
-                )
-        # MySQL's claim is several statements and needs a real transaction.
-        mysql = self.dialect.name == "mysql"
-        with self._begin() if mysql else self._single(relaxed=True) as conn:
-            rows = self.dialect.run_claim(conn, built, params)
-        claimed = [Job.from_row(r) for r in rows]
-        claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return claimed
-
-    def _claim_parts(self, queues: tuple[str, ...]) -> tuple[sa.Select[Any], dict[str, Any]]:
-        """The selection and the new values of a claim of ``queues``, with bound parameters
-        ``claim_limit``, ``candidate_limit``, ``claim_worker`` and ``lease_s``."""
-        d = self.dialect
-        order = (jobs.c.priority, jobs.c.run_at, jobs.c.id)
-        ready = sa.and_(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= d.now())
-        if len(queues) == 1:
-            picked = sa.select(jobs.c.id).where(
-                ready, jobs.c.queue == queues[0], unpaused(queues[0])
-            )
-        else:
-            # One index range per queue, merged: a single ORDER BY over several queues would
-            # sort every queued row of them on each claim.
-            per_queue = [
-                sa.select(jobs.c.id)
-                .where(ready, jobs.c.queue == queue, unpaused(queue))
-                .order_by(*order)
-                .limit(sa.bindparam("candidate_limit", type_=sa.Integer))
-                .subquery()
-                for queue in queues
-            ]
-            candidates = sa.union_all(*(sa.select(sub.c.id) for sub in per_queue)).subquery()
-            picked = sa.select(jobs.c.id).where(jobs.c.id.in_(sa.select(candidates.c.id)))
-            if d.name != "sqlite":
-                # Re-checked on the locked row version (PostgreSQL and MySQL lock after the
-                # candidates were read); SQLite holds the write lock for the whole claim, and
-                # there the extra condition would steer the planner off the primary key.
-                picked = picked.where(ready)
-        picked = picked.order_by(*order).limit(sa.bindparam("claim_limit", type_=sa.Integer))
-        return picked, self._claim_values()
-
-    def _hinted_claim_parts(self, queues: tuple[str, ...]) -> tuple[sa.Select[Any], dict[str, Any]]:
-        """Like ``_claim_parts``, but the candidates are the bound ``hint_ids``: the primary
-        key finds them, and ids of other queues, finished or unknown jobs fall away."""
-        d = self.dialect
-        ids: sa.BindParameter[Any] = sa.bindparam("hint_ids", expanding=True)
-        picked = (
-            sa.select(jobs.c.id)
-            .where(
-                jobs.c.id.in_(ids),
-                jobs.c.state == S.QUEUED.value,
-                jobs.c.run_at <= d.now(),
-                jobs.c.queue.in_(queues),
-                ~sa.exists().where(paused_queues.c.queue == jobs.c.queue),
-            )
-            .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
-            .limit(sa.bindparam("claim_limit", type_=sa.Integer))
-        )
-        return picked, self._claim_values()
-
-    def _claim_values(self) -> dict[str, Any]:
-        d = self.dialect
-        return {
-            "state": S.RUNNING.value,
-            "attempt": jobs.c.attempt + 1,
-            "worker_id": sa.bindparam("claim_worker", type_=sa.String),
-            "started_at": d.now(),
-            "heartbeat_at": d.now(),
-            "lease_expires_at": d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
-            "finished_at": None,
-        }
-
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of outcomes in one transaction; one bool per item (fenced)."""
         params = [
@@ -345,6 +233,10 @@ class SqlJobStore(SqlJobStaging):
         batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
         steps = any(c.workflow_id is not None for c in completions)
         if not steps and not batch_ids:
+            if self._fast is not None:
+                rows = self._fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
+                keys = ((c.claim.job_id, c.claim.attempt) for c in completions)
+                return pg.applied(keys, rows)
             with self._single() as conn:
                 fast = self.dialect.complete_group(conn, params)
             if fast is not None:
@@ -386,6 +278,10 @@ class SqlJobStore(SqlJobStaging):
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""
         ids, attempts = [c.job_id for c in claims], [c.attempt for c in claims]
+        if self._fast is not None:
+            values = {"ids": ids, "attempts": attempts, "lease": lease_seconds}
+            rows = self._fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
+            return pg.applied(zip(ids, attempts, strict=True), rows)
         with self._single(relaxed=True) as conn:
             fast = self.dialect.heartbeat_group(conn, ids, attempts, lease_seconds)
         if fast is not None:

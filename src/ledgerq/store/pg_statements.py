@@ -3,6 +3,9 @@ size, so psycopg prepares it once (see ``PostgresDialect``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 import sqlalchemy as sa
 
 #: The LISTEN/NOTIFY channel that wakes idle workers; the payload is the queue name.
@@ -111,3 +114,32 @@ UPSERT_ASSIGNMENTS = sa.text(
     " ended_at = excluded.ended_at"
     " WHERE job_assignments.ended_at IS NULL AND excluded.outcome IS NOT NULL"
 )
+
+
+def complete_group_values(params: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """``COMPLETE_GROUP``'s arrays from the store's outcome parameters."""
+    return {
+        "ids": [p["claim_id"] for p in params],
+        "attempts": [p["claim_attempt"] for p in params],
+        "states": [p["new_state"] for p in params],
+        "results": [p["new_result"] for p in params],
+        "errors": [p["new_error"] for p in params],
+        "delays": [float(p["retry_delay"]) for p in params],
+    }
+
+
+def applied(keys: Iterable[tuple[int, int]], rows: Iterable[Sequence[Any]]) -> list[bool]:
+    """For each (id, attempt) key, whether a returned row (id, attempt) confirms its write."""
+    done = {(int(row[0]), int(row[1])) for row in rows}
+    return [key in done for key in keys]
+
+
+def hinted_claim_values(params: dict[str, Any], queues: Sequence[str]) -> dict[str, Any]:
+    """``CLAIM_HINTED``'s parameters from the store's claim parameters."""
+    return {
+        "ids": list(params["hint_ids"]),
+        "queues": list(queues),
+        "lim": params["claim_limit"],
+        "worker": params["claim_worker"],
+        "lease": params["lease_s"],
+    }

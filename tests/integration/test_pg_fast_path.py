@@ -1,0 +1,80 @@
+"""PostgreSQL's hot-path statements run on psycopg directly (store/pg_fast.py): they share the
+pool with SQLAlchemy, hand connections back in transaction mode, and survive a connection the
+server killed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from ledgerq.core import errors
+from ledgerq.core.job import Claim, NewJob
+from ledgerq.core.ports import Completion
+from ledgerq.core.states import JobState
+from ledgerq.store.engine import create_engine
+from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.tables import jobs
+
+
+@pytest.fixture
+def store(make_database_url: Callable[[str], str]) -> Iterator[SqlJobStore]:
+    # One pooled connection: the fast path and SQLAlchemy take turns on the same one.
+    engine = create_engine(make_database_url("postgresql"), pool_size=1)
+    ledger = SqlJobStore(engine)
+    assert ledger._fast is not None, "PostgreSQL over psycopg takes the fast path"
+    yield ledger
+    engine.dispose()
+
+
+def new() -> NewJob:
+    return NewJob(task="t", queue="q", args_json="[]")
+
+
+def claim(store: SqlJobStore, limit: int = 10) -> list[int]:
+    found = store.claim_jobs(queues=["q"], worker_id="w", limit=limit, lease_seconds=30)
+    return [job.id for job in found]
+
+
+def test_claims_completions_and_heartbeats_are_fenced(store: SqlJobStore) -> None:
+    ids = [r.job_id for r in store.insert_jobs([new(), new(), new()])]
+    assert claim(store, limit=1) == ids[:1]
+    hinted = store.claim_jobs(
+        queues=["q"], worker_id="w", limit=5, lease_seconds=30, job_ids=[ids[2], ids[0], 999]
+    )
+    assert [job.id for job in hinted] == [ids[2]]  # ids[0] is taken, 999 unknown
+    beats = store.heartbeat_jobs([Claim(ids[0], 1), Claim(ids[2], 2)], lease_seconds=30)
+    assert beats == [True, False]  # attempt 2 of ids[2] does not exist
+    done = [
+        Completion(Claim(ids[0], 1), JobState.SUCCEEDED, result_json="1"),
+        Completion(Claim(ids[2], 7), JobState.SUCCEEDED, result_json="2"),  # stale attempt
+    ]
+    assert store.complete_jobs(done) == [True, False]
+    assert store.get_job(ids[0]).state is JobState.SUCCEEDED
+    assert store.get_job(ids[2]).state is JobState.RUNNING
+
+
+def test_connections_go_back_to_the_pool_in_transaction_mode(store: SqlJobStore) -> None:
+    store.insert_jobs([new()])
+    assert len(claim(store)) == 1  # autocommit on the pool's only connection, then reset
+    with store.engine.connect() as conn:
+        now = sa.func.now()
+        row = {"task": "t", "queue": "q", "args": "[]", "state": "queued"}
+        conn.execute(sa.insert(jobs).values(**row, run_at=now, created_at=now))
+        conn.rollback()
+    assert sum(store.count_jobs().values()) == 1, "a rolled-back insert must leave no row"
+
+
+def test_a_connection_the_server_killed_fails_one_call_then_heals(store: SqlJobStore) -> None:
+    store.insert_jobs([new(), new()])
+    assert len(claim(store, limit=1)) == 1
+    with store.engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    admin = create_engine(str(store.engine.url.render_as_string(hide_password=False)))
+    with admin.connect() as conn:
+        assert conn.execute(sa.select(sa.func.pg_terminate_backend(pid))).scalar() is True
+    admin.dispose()
+    with pytest.raises(errors.StoreUnavailable):
+        claim(store)
+    assert len(claim(store)) == 1  # a fresh connection
