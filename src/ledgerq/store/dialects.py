@@ -181,9 +181,8 @@ class PostgresDialect(Dialect):
     insert_notifies = True
 
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
-        document = json.dumps([{c: r[c] for c in pg.INSERT_COLUMNS} for r in rows])
         # Ids come from the sequence in the document's order, so ascending ids are input order.
-        ids: Sequence[Any] = conn.execute(pg.INSERT_NOTIFY, {"rows": document}).scalars().all()
+        ids: Sequence[Any] = conn.execute(pg.INSERT_NOTIFY, pg.insert_values(rows)).scalars().all()
         return sorted(int(i) for i in ids)
 
     def complete_group(

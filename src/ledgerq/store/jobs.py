@@ -147,8 +147,13 @@ class SqlJobStore(SqlJobClaims):
         )
         if one_statement:
             # PostgreSQL: insert and NOTIFY in one autocommit statement, one round trip.
-            with self._single() as conn:
-                ids = self._insert_bulk(conn, new_jobs)
+            if self._fast is not None:
+                params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+                rows = self._fast.rows(pg.INSERT_NOTIFY, pg.insert_values(params))
+                ids = sorted(int(row[0]) for row in rows)
+            else:
+                with self._single() as conn:
+                    ids = self._insert_bulk(conn, new_jobs)
             return [EnqueueResult(job_id) for job_id in ids]
         with self._in(connection) as conn:
             if plain:

@@ -3,6 +3,7 @@ size, so psycopg prepares it once (see ``PostgresDialect``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -114,6 +115,11 @@ UPSERT_ASSIGNMENTS = sa.text(
     " ended_at = excluded.ended_at"
     " WHERE job_assignments.ended_at IS NULL AND excluded.outcome IS NOT NULL"
 )
+
+
+def insert_values(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """``INSERT_NOTIFY``'s one JSON document from the store's row dicts (with ``delay_s``)."""
+    return {"rows": json.dumps([{c: r[c] for c in INSERT_COLUMNS} for r in rows])}
 
 
 def complete_group_values(params: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
