@@ -47,6 +47,20 @@ _MAX_ID = 2**63 - 1
 _REDIS_ERRORS = (redis.RedisError, OSError)
 
 
+try:  # redis-py >= 7: name the library version once, so each new connection does not read
+    # it from the package metadata (milliseconds per connection, on every worker start)
+    from redis.driver_info import DriverInfo
+
+    _DRIVER: dict[str, Any] = {"driver_info": DriverInfo(lib_version=redis.__version__)}
+except ImportError:  # older redis-py reads nothing per connection
+    _DRIVER = {}
+
+
+def connect(url: str, **options: Any) -> redis.Redis:
+    """A client for ``url`` with ledgerq's connection options."""
+    return redis.Redis.from_url(url, **_DRIVER, **options)
+
+
 class RedisTransport:
     """Transport over Redis sorted sets; thread-safe (redis-py pools its connections)."""
 
@@ -58,7 +72,7 @@ class RedisTransport:
         fallback: Transport | None = None,
         client: Any | None = None,
     ) -> None:
-        self._client: redis.Redis = client or redis.Redis.from_url(
+        self._client: redis.Redis = client or connect(
             url,
             socket_connect_timeout=1.0,
             socket_timeout=MAX_BLOCK_SECONDS + 2.0,
@@ -400,7 +414,7 @@ class RedisRateLimiter:
     script, so every process sharing the server shares the window."""
 
     def __init__(self, url: str, *, namespace: str, client: Any | None = None) -> None:
-        self._client: redis.Redis = client or redis.Redis.from_url(
+        self._client: redis.Redis = client or connect(
             url, socket_connect_timeout=1.0, socket_timeout=2.0
         )
         db = self._client.connection_pool.connection_kwargs.get("db", 0)

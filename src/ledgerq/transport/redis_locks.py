@@ -16,6 +16,7 @@ import redis
 
 from ledgerq.core import errors
 from ledgerq.core.locks import FencingCounter, Lease
+from ledgerq.transport.redis import connect
 
 _REDIS_ERRORS = (redis.RedisError, OSError)
 
@@ -44,9 +45,7 @@ class RedisLockManager:
 
     def __init__(self, url: str, *, namespace: str, counter: FencingCounter) -> None:
         """``counter`` issues the fencing tokens and keeps the ledger's record of holders."""
-        self._client: redis.Redis = redis.Redis.from_url(
-            url, socket_connect_timeout=1.0, socket_timeout=5.0
-        )
+        self._client: redis.Redis = connect(url, socket_connect_timeout=1.0, socket_timeout=5.0)
         db = self._client.connection_pool.connection_kwargs.get("db", 0)
         self.prefix = f"{namespace}:{db}:lock:"
         self._counter = counter
