@@ -222,3 +222,30 @@ def test_exclusive_lock_admits_one_holder_at_a_time(
             assert unrelated
     with other.exclusive("reconcile-test") as after:
         assert after
+
+
+def test_purge_of_dedupe_windows_deletes_only_expired_ones(
+    store: SqlJobStore, repair: SqlLedgerRepair, engine: sa.Engine
+) -> None:
+    from ledgerq.store.tables import job_dedupe_windows as windows
+
+    held = store.insert_jobs([new(dedupe_key="open", dedupe_for_seconds=3600)])[0]
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with engine.begin() as conn:  # windows whose time is over (their jobs are long gone)
+        for key, seconds in (("old-1", 60), ("old-2", 1)):
+            row = {
+                "dedupe_key": key,
+                "job_id": None,
+                "expires_at": now - timedelta(seconds=seconds),
+            }
+            conn.execute(sa.insert(windows).values(row))
+    assert repair.purge_dedupe_windows(limit=1) == 1  # the limit holds
+    assert repair.purge_dedupe_windows(limit=100) == 1
+    assert repair.purge_dedupe_windows(limit=100) == 0
+    with engine.connect() as conn:
+        assert set(conn.execute(sa.select(windows.c.dedupe_key)).scalars()) == {"open"}
+    # A purged key is free for a new window; the open one still deduplicates.
+    fresh = store.insert_jobs([new(dedupe_key="old-1", dedupe_for_seconds=60)])[0]
+    again = store.insert_jobs([new(dedupe_key="open", dedupe_for_seconds=60)])[0]
+    assert not fresh.duplicate
+    assert again.duplicate and again.job_id == held.job_id

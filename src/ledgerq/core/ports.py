@@ -152,6 +152,10 @@ class LedgerRepair(Protocol):
     ) -> Purge:
         """Delete finished jobs past their retention and unstarted jobs past ``expires_at``."""
 
+    def purge_dedupe_windows(self, *, limit: int) -> int:
+        """Delete up to ``limit`` expired dedupe windows (an expired window holds nothing);
+        return how many went."""
+
     def advance_batches(self, *, limit: int) -> int:
         """Fire the due callbacks of up to ``limit`` unfinished batches (members that died by
         failover or were cancelled); return how many fired."""

@@ -15,7 +15,7 @@ from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
 from ledgerq.store import batch_hook
-from ledgerq.store.tables import idempotency_keys, jobs, paused_queues
+from ledgerq.store.tables import idempotency_keys, job_dedupe_windows, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
@@ -166,6 +166,21 @@ class SqlLedgerRepair(SqlTransactions):
                     )
                 deleted[reason] = ids
         return Purge(**deleted)
+
+    def purge_dedupe_windows(self, *, limit: int) -> int:
+        """Delete up to ``limit`` expired rows of ``job_dedupe_windows``. An expired window is
+        the same as none (the next enqueue of its key takes it anew), so only the table's
+        growth is at stake; the expiry is checked again by the delete itself."""
+        expired = job_dedupe_windows.c.expires_at < self.dialect.now()
+        pick = sa.select(job_dedupe_windows.c.dedupe_key).where(expired).limit(limit)
+        with self._begin() as conn:
+            keys: list[str] = list(conn.execute(pick).scalars())
+            if not keys:
+                return 0
+            gone = sa.delete(job_dedupe_windows).where(
+                job_dedupe_windows.c.dedupe_key.in_(keys), expired
+            )
+            return int(conn.execute(gone).rowcount)
 
     def advance_batches(self, *, limit: int) -> int:
         """Fire due callbacks of unfinished batches (see ``batch_hook.advance_open``)."""
