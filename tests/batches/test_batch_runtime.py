@@ -15,6 +15,7 @@ from ledgerq import JobContext, JobState, LedgerQ
 from ledgerq.cli.main import main
 from ledgerq.core.batches import BatchEvent
 from tests.helpers import running_worker, wait_until
+from tests.redis_server import RedisServer
 
 S = JobState
 FAST = {"poll_interval_seconds": 0.05, "concurrency": 4}
@@ -158,3 +159,29 @@ def test_batch_builder_and_bad_batch_input(
     assert main(["batch", "show", "999999"]) == 1
     assert capsys.readouterr().err.strip() == "error: no batch with id 999999"
     assert main(["batch", "retry-failed", "0"]) == 2
+
+
+def test_batch_callback_jobs_are_announced_on_redis(
+    database_url: str, redis_server: RedisServer
+) -> None:
+    """A callback queued by a member's completion is pushed once that commits: a worker on the
+    Redis driver runs it at once, not after its 60 s poll or the reconciler's re-send."""
+    application = LedgerQ(database_url=database_url, redis_url=redis_server.url, namespace="bcb")
+    called: list[int] = []
+
+    @application.task(name="member")
+    def member(ctx: JobContext) -> None:
+        return None
+
+    @application.task(name="after")
+    def after(ctx: JobContext, batch_id: int) -> None:
+        called.append(batch_id)
+
+    try:
+        with running_worker(
+            application, concurrency=2, poll_interval_seconds=60.0, reconcile=False
+        ):
+            batch = application.batch([(member, ()), (member, ())], on_complete=after)
+            wait_until(lambda: called == [batch.id], timeout=10, what="the callback ran")
+    finally:
+        application.close()

@@ -150,9 +150,7 @@ class Reconciler:
                 failed_after_seconds=p.retention_failed_seconds,
                 limit=p.batch_limit,
             )
-            report.deleted_dedupe_windows = self._repair.purge_dedupe_windows(
-                limit=p.batch_limit
-            )
+            report.deleted_dedupe_windows = self._repair.purge_dedupe_windows(limit=p.batch_limit)
             report.batch_callbacks = self._repair.advance_batches(limit=BATCHES_PER_PASS)
         report.deleted_succeeded = len(purge.succeeded)
         report.deleted_failed = len(purge.failed)

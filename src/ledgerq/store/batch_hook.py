@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core.batches import BatchEvent, Callback, due_events
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.job import JobHint
 from ledgerq.core.states import JobState
 from ledgerq.store.dialects import Dialect
 from ledgerq.store.tables import batches, jobs
@@ -55,9 +56,15 @@ def member_counts(conn: Connection, batch_id: int) -> dict[JobState, int]:
     return {S(state): int(n) for state, n in rows}
 
 
-def advance_batches(conn: Connection, dialect: Dialect, batch_ids: Iterable[int]) -> int:
+def advance_batches(
+    conn: Connection,
+    dialect: Dialect,
+    batch_ids: Iterable[int],
+    hints: list[JobHint] | None = None,
+) -> int:
     """Fire the due callbacks of these batches inside ``conn``'s transaction; return how many
-    events fired. Batch rows are locked in id order, so concurrent callers cannot deadlock."""
+    events fired, and add the callback jobs to ``hints`` (to announce once committed). Batch
+    rows are locked in id order, so concurrent callers cannot deadlock."""
     fired_count = 0
     queues: set[str] = set()
     for batch_id in sorted(set(batch_ids)):
@@ -76,8 +83,11 @@ def advance_batches(conn: Connection, dialect: Dialect, batch_ids: Iterable[int]
         for event in due:
             callback = callbacks.get(event)
             if callback is not None:
-                conn.execute(sa.insert(jobs).values(_callback_row(dialect, callback, batch_id)))
+                values = _callback_row(dialect, callback, batch_id)
+                inserted = conn.execute(sa.insert(jobs).values(values)).inserted_primary_key
                 queues.add(callback.queue)
+                if hints is not None and inserted is not None:
+                    hints.append(JobHint(int(inserted[0]), callback.queue, callback.priority))
         conn.execute(
             sa.update(batches)
             .where(batches.c.id == batch_id)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, NewJob, as_utc
+from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.core.workflow import WorkflowCommit
@@ -42,7 +42,8 @@ class SqlJobStore(SqlJobClaims):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
     on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
-    """Called after a completion advanced a workflow (announce its new jobs, wake readers)."""
+    """Called after a completion advanced a workflow or fired batch callbacks (announce the
+    jobs it queued, wake readers)."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
@@ -247,6 +248,7 @@ class SqlJobStore(SqlJobClaims):
             if fast is not None:
                 return fast
         commit: WorkflowCommit | None = None
+        callbacks: list[JobHint] = []
         with self._begin() as conn:
             # Batch members are written row by row: their callbacks read the outcomes below.
             applied = self.dialect.complete_group(conn, params) if not batch_ids else None
@@ -261,12 +263,15 @@ class SqlJobStore(SqlJobClaims):
                     self.dialect.close_assignments(conn, ends)
             if batch_ids:
                 # Batch members: their outcomes and the batch's callbacks in one transaction.
-                advance_batches(conn, self.dialect, batch_ids)
+                advance_batches(conn, self.dialect, batch_ids, callbacks)
             if steps:
                 # A step's ready dependents are queued in the transaction of its completion.
                 commit = workflow_advance.record_completions(
                     conn, self.dialect, completions, applied
                 )
+        if callbacks:  # announced with the workflow changes, once committed
+            commit = commit or WorkflowCommit()
+            commit.hints.extend(callbacks)
         if commit and self.on_workflow_commit is not None:
             self.on_workflow_commit(commit)  # committed: readers woken now see the change
         return applied
