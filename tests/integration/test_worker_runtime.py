@@ -214,6 +214,19 @@ def test_burst_worker_drains_and_exits(app: LedgerQ) -> None:
     assert app.client.store.count_jobs() == {("default", S.SUCCEEDED): 300}
 
 
+def test_burst_worker_waits_for_jobs_a_rate_limit_postponed(app: LedgerQ) -> None:
+    @app.task(rate_limit="5/s")
+    def limited(ctx: JobContext, i: int) -> int:
+        return i
+
+    limited.enqueue_many([(i,) for i in range(8)])
+    # Eight jobs at 5/s: some are postponed (scheduled again, attempt kept) while others run;
+    # the burst worker must not call the queue empty before they ran.
+    stats = app.worker(burst=True, concurrency=4, poll_interval_seconds=0.05).run()
+    assert app.client.store.count_jobs() == {("default", S.SUCCEEDED): 8}
+    assert stats.outcomes == {"succeeded": 8}
+
+
 def test_priority_runs_first_on_a_single_slot(app: LedgerQ) -> None:
     order: list[str] = []
 

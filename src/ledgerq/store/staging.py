@@ -54,9 +54,15 @@ class SqlJobStaging(SqlJobOperations):
         return hints
 
     def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
-        """Seconds until the earliest failed job of ``queues`` is due; None if there is none."""
+        """Seconds until the earliest job of ``queues`` waiting to run again is due: a retry
+        (``failed``) or one a limit postponed (``scheduled`` after it had started); None if
+        there is none. Jobs delayed at enqueue (never started) do not count."""
+        again = sa.or_(
+            jobs.c.state == S.FAILED.value,
+            sa.and_(jobs.c.state == S.SCHEDULED.value, jobs.c.attempt > 0),
+        )
         stmt = sa.select(sa.func.min(jobs.c.run_at), self.dialect.now()).where(
-            jobs.c.state == S.FAILED.value, jobs.c.queue.in_(list(queues))
+            again, jobs.c.queue.in_(list(queues))
         )
         with self._read() as conn:
             earliest, now = cast(tuple[Any, Any], tuple(conn.execute(stmt).one()))
