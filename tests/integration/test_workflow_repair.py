@@ -136,3 +136,62 @@ def test_a_subscriber_receives_every_event_from_the_database_feed(app: LedgerQ) 
         (wf.STEP_COMPLETE, "second", 11),
         (wf.WORKFLOW_FINISHED, None, None),
     ]
+
+
+def test_finished_workflows_go_after_their_retention_with_steps_and_events(app: LedgerQ) -> None:
+    from ledgerq.store.tables import workflow_steps, workflows
+
+    @app.task(name="one")
+    def one(ctx: JobContext) -> int:
+        return 1
+
+    def single() -> str:
+        flow = app.workflow("single")
+        flow.step(one.s(), name="only")
+        return flow.enqueue()
+
+    ids = [single() for _ in range(4)]
+    old, recent, failed_old, running = ids
+    engine = app.parts.store.engine
+    with engine.begin() as conn:
+        conn.execute(
+            sa.insert(workflow_events).values(
+                workflow_id=old,
+                type="workflow:step:complete",
+                step="first",
+                created_at=sa.func.current_timestamp(),
+            )
+        )
+
+    def finish(workflow_id: str, state: str, hours_ago: float) -> None:
+        values = {"state": state, "finished_at": sa.func.current_timestamp()}
+        with engine.begin() as conn:
+            conn.execute(sa.update(workflows).where(workflows.c.id == workflow_id).values(values))
+        if hours_ago:  # the database's clock, moved back in Python (every dialect)
+            with engine.begin() as conn:
+                at = conn.execute(
+                    sa.select(workflows.c.finished_at).where(workflows.c.id == workflow_id)
+                ).scalar_one()
+                from datetime import timedelta
+
+                back = {"finished_at": at - timedelta(hours=hours_ago)}
+                conn.execute(sa.update(workflows).where(workflows.c.id == workflow_id).values(back))
+
+    finish(old, "succeeded", 3)
+    finish(recent, "succeeded", 0)
+    finish(failed_old, "failed", 3)
+    store = app.parts.workflows
+    # The reconciler's pass, with retentions of 1 h (succeeded) and 5 h (failed): only
+    # ``old`` is past its retention.
+    update = {"retention_succeeded": 3600.0, "retention_failed": 18000.0}
+    repair = build_reconciler(app.settings.model_copy(update=update), app.parts, PollingTransport())
+    assert repair.run_once().deleted_workflows == 1
+    assert (
+        store.purge_finished(succeeded_after_seconds=3600, failed_after_seconds=3600, limit=10) == 1
+    )
+    with engine.connect() as conn:
+        left = set(conn.execute(sa.select(workflows.c.id)).scalars())
+        steps = set(conn.execute(sa.select(workflow_steps.c.workflow_id)).scalars())
+        events = set(conn.execute(sa.select(workflow_events.c.workflow_id)).scalars())
+    assert left == steps == {recent, running}
+    assert old not in events and failed_old not in events

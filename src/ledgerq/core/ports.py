@@ -318,6 +318,11 @@ class WorkflowStore(Protocol):
     def resume_stalled(self, *, stuck_after_seconds: float, limit: int = 100) -> list[str]:
         """Repair running workflows without progress for that long; return those repaired."""
 
+    def purge_finished(
+        self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
+    ) -> int:
+        """Delete finished workflows past their retention, with their steps and events."""
+
     def events_after(
         self,
         cursor: int,

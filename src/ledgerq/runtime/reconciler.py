@@ -66,6 +66,7 @@ class ReconcileReport:
     deleted_failed: int = 0
     deleted_expired: int = 0
     deleted_dedupe_windows: int = 0
+    deleted_workflows: int = 0
     folders_removed: int = 0
     batch_callbacks: int = 0
     workflows_resumed: int = 0
@@ -151,6 +152,12 @@ class Reconciler:
                 limit=p.batch_limit,
             )
             report.deleted_dedupe_windows = self._repair.purge_dedupe_windows(limit=p.batch_limit)
+            if self._workflows is not None:
+                report.deleted_workflows = self._workflows.purge_finished(
+                    succeeded_after_seconds=p.retention_succeeded_seconds,
+                    failed_after_seconds=p.retention_failed_seconds,
+                    limit=p.batch_limit,
+                )
             report.batch_callbacks = self._repair.advance_batches(limit=BATCHES_PER_PASS)
         report.deleted_succeeded = len(purge.succeeded)
         report.deleted_failed = len(purge.failed)

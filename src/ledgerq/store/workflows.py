@@ -169,6 +169,49 @@ class SqlWorkflowStore(SqlTransactions):
         candidates = [str(i) for i in found]
         return [w for w in candidates if self._resume(w)]
 
+    def purge_finished(
+        self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
+    ) -> int:
+        """Delete workflows that succeeded before their retention, and failed or cancelled
+        ones before theirs, with their steps and events (their jobs go by the jobs'
+        retention); ``limit`` of each. Return how many workflows went."""
+        d = self.dialect
+
+        def finished_before(states: list[str], seconds: float) -> sa.ColumnElement[bool]:
+            cutoff = d.now_plus(sa.literal(-float(seconds), sa.Float))
+            return sa.and_(workflows.c.state.in_(states), workflows.c.finished_at < cutoff)
+
+        conditions = (
+            finished_before([W.SUCCEEDED.value], succeeded_after_seconds),
+            finished_before([W.FAILED.value, W.CANCELLED.value], failed_after_seconds),
+        )
+        deleted = 0
+        with self._begin() as conn:
+            for condition in conditions:
+                pick = sa.select(workflows.c.id).where(condition).limit(limit)
+                found: Sequence[Any] = conn.execute(pick).scalars().all()
+                ids = [str(i) for i in found]
+                if not ids:
+                    continue
+                # Re-checked on delete: a retry may have set a workflow running again.
+                gone = conn.execute(
+                    sa.delete(workflows).where(workflows.c.id.in_(ids), condition)
+                ).rowcount
+                if gone != len(ids):
+                    kept: Sequence[Any] = (
+                        conn.execute(sa.select(workflows.c.id).where(workflows.c.id.in_(ids)))
+                        .scalars()
+                        .all()
+                    )
+                    still = {str(i) for i in kept}
+                    ids = [i for i in ids if i not in still]
+                conn.execute(sa.delete(workflow_steps).where(workflow_steps.c.workflow_id.in_(ids)))
+                conn.execute(
+                    sa.delete(workflow_events).where(workflow_events.c.workflow_id.in_(ids))
+                )
+                deleted += len(ids)
+        return deleted
+
     def _resume(self, workflow_id: str) -> bool:
         with self._begin() as conn:
             rows = adv.lock_workflows(conn, [workflow_id])
