@@ -127,6 +127,7 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
             )
         )
         hub.watch_breakers(parts.limits.list_breakers)
+        hub.watch_coordination(parts.workflows.count_by_state, parts.batches.count_open)
     return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)
 
 

@@ -34,6 +34,7 @@ from ledgerq.core.operations import (
     WorkerView,
 )
 from ledgerq.metrics.breakers import BreakerCollector
+from ledgerq.metrics.coordination import CoordinationCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
@@ -223,6 +224,7 @@ class MetricsHub:
         self._cpu: CpuCollector | None = None
         self._transport: TransportCollector | None = None
         self._breakers: Collector | None = None
+        self._coordination: Collector | None = None
 
     def read_ledger(self, readings: LedgerReadings) -> None:
         """Also expose the ledger's gauges (only in one process per scrape target)."""
@@ -240,6 +242,12 @@ class MetricsHub:
         """Also expose ``circuit_breaker_state{name}`` (see metrics/breakers.py)."""
         self._breakers = BreakerCollector(list_breakers)
 
+    def watch_coordination(
+        self, workflow_states: Callable[[], Mapping[str, int]], open_batches: Callable[[], int]
+    ) -> None:
+        """Also expose ``workflows{state}`` and ``batches_open`` (see metrics/coordination.py)."""
+        self._coordination = CoordinationCollector(workflow_states, open_batches)
+
     def render(self) -> tuple[bytes, str]:
         """The exposition text of every metric, and its content type."""
         registry = CollectorRegistry()
@@ -247,7 +255,7 @@ class MetricsHub:
             multiprocess.MultiProcessCollector(registry, path=self._dir)  # type: ignore[no-untyped-call]
         elif self._own is not None:
             registry.register(_Forward(self._own))
-        for extra in (self._ledger, self._cpu, self._transport, self._breakers):
+        for extra in (self._ledger, self._cpu, self._transport, self._breakers, self._coordination):
             if extra is not None:
                 registry.register(extra)
         return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -60,6 +60,12 @@ class SqlBatchStore(SqlTransactions):
             conn.execute(sa.update(jobs).where(jobs.c.id.in_(ids)).values(batch_id=batch_id))
         return batch_id, results
 
+    def count_open(self) -> int:
+        """Batches whose members have not all finished (the completion has not fired)."""
+        stmt = sa.select(sa.func.count()).where(batches.c.complete_fired_at.is_(None))
+        with self._read() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
     def get_batch(self, batch_id: int) -> BatchStatus:
         """Return the batch with its members per state, or raise ``BatchNotFound``."""
         with self._read() as conn:

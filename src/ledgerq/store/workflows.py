@@ -169,6 +169,13 @@ class SqlWorkflowStore(SqlTransactions):
         candidates = [str(i) for i in found]
         return [w for w in candidates if self._resume(w)]
 
+    def count_by_state(self) -> dict[str, int]:
+        """Number of workflows per state."""
+        stmt = sa.select(workflows.c.state, sa.func.count()).group_by(workflows.c.state)
+        with self._read() as conn:
+            rows: Sequence[Any] = conn.execute(stmt).all()
+        return {str(state): int(n) for state, n in rows}
+
     def purge_finished(
         self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
     ) -> int:
