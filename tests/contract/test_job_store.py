@@ -204,5 +204,13 @@ def test_results_and_errors_round_trip_as_text(store: SqlJobStore) -> None:
 
 def test_store_reports_unreachable_database_as_store_unavailable() -> None:
     engine = create_engine("postgresql://nobody@127.0.0.1:1/none")
+    store = SqlJobStore(engine)
     with pytest.raises(errors.StoreUnavailable):
-        SqlJobStore(engine).get_job(1)
+        store.get_job(1)
+    # The hot path (psycopg directly) too: a worker's threads retry on StoreUnavailable.
+    with pytest.raises(errors.StoreUnavailable):
+        store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)
+    with pytest.raises(errors.StoreUnavailable):
+        store.complete_jobs([Completion(Claim(1, 1), JobState.SUCCEEDED)])
+    with pytest.raises(errors.StoreUnavailable):
+        store.insert_jobs([NewJob(task="t", queue="q", args_json="[]")])

@@ -69,6 +69,8 @@ class FastStatements:
             pooled = engine.raw_connection()
         except sa.exc.DBAPIError as exc:
             raise _translate(exc.orig or exc) from exc
+        except psycopg.Error as exc:  # the pool's own connect is not wrapped by SQLAlchemy
+            raise _translate(exc) from exc
         try:
             connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
             connection.autocommit = True
