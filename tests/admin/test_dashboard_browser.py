@@ -1,5 +1,6 @@
 """The dashboard in a real headless Chromium (Debian ``chromium`` + ``chromium-driver``, driven
-by Selenium): sign in, see live data from a running worker, retry a failed job from the page.
+by Selenium): sign in, see live data from a running worker and a schedule in the Coordination
+section, retry a failed job from the page.
 Set ``LEDGERQ_TEST_SCREENSHOT=path.png`` to keep a screenshot of the overview."""
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from ledgerq import scheduling
 from ledgerq.admin.server import AdminServer
+from ledgerq.core.schedules import ScheduleRequest
 from ledgerq.core.states import JobState
 from tests.admin.conftest import ADMIN_TOKEN, Served
 from tests.helpers import running_worker, wait_until
@@ -60,6 +63,8 @@ def test_dashboard_shows_live_data_and_retries_a_failed_job(
     client = app.client
     failed_id = client.enqueue([client.build("admin.flaky")])[0].job_id
     client.enqueue([client.build("admin.add", [n, n]) for n in range(5)])
+    ops = scheduling.schedule_ops(app.settings, app.parts, app.registry, app.schedules)
+    ops.add_schedule(ScheduleRequest("nightly-sum", cron="0 3 * * *", task="admin.add"))
     server = AdminServer(served_sqlite.http, host="127.0.0.1", port=0)
     base = f"http://127.0.0.1:{server.start()}"
     try:
@@ -84,6 +89,9 @@ def test_dashboard_shows_live_data_and_retries_a_failed_job(
                 lambda: text_of(row).split()[5:6] == ["5"], timeout=20, what="succeeded count"
             )
             assert "mail" in text_of("#queues")
+            coordination = driver.find_element(By.ID, "coordination")
+            assert coordination.is_displayed()
+            assert "0 3 * * *" in text_of('#schedules tr[data-schedule="nightly-sum"]')
             if target := os.environ.get("LEDGERQ_TEST_SCREENSHOT"):
                 driver.save_screenshot(target)
 

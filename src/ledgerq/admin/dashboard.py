@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ledgerq.admin import pages, schemas
+from ledgerq.admin import coordination_page, pages, schemas
 from ledgerq.admin.api import audit, queue_stats, worker_documents
 from ledgerq.admin.auth import SESSION_COOKIE, SESSION_SECONDS, Caller, TokenAuth
 from ledgerq.admin.deps import AdminDeps, job_document
@@ -99,7 +99,8 @@ def static(name: str) -> Response:
 
 @router.get("/dashboard")
 def overview(request: Request) -> Response:
-    """Queues, workers, live charts and recent failures."""
+    """Queues, workers, live charts, recent failures and coordination (schedules,
+    workflows, locks, breakers)."""
     caller = _session(request)
     if caller is None:
         return _to_login()
@@ -122,6 +123,7 @@ def overview(request: Request) -> Response:
         + pages.table(pages.WORKER_HEADERS, pages.worker_rows(workers), table_id="workers")
         + "<h2>Failures</h2>"
         + pages.table(pages.JOB_HEADERS, pages.job_rows(failures), table_id="failures")
+        + coordination_page.section(deps)
     )
     return _page(request, "Overview", f'<div id=overview data-live="1">{body}</div>', caller)
 
