@@ -195,3 +195,27 @@ def test_finished_workflows_go_after_their_retention_with_steps_and_events(app: 
         events = set(conn.execute(sa.select(workflow_events.c.workflow_id)).scalars())
     assert left == steps == {recent, running}
     assert old not in events and failed_old not in events
+
+
+def test_a_step_that_dies_by_failover_fails_its_workflow_at_once(app: LedgerQ) -> None:
+    from ledgerq.core import fleet
+
+    @app.task(name="fragile", max_attempts=1)
+    def fragile(ctx: JobContext) -> int:
+        return 1
+
+    flow = app.workflow("fragile", on_failure="stop")
+    first = flow.step(fragile.s(), name="first")
+    flow.step(fragile.s(), after=[first], name="second")
+    workflow_id = flow.enqueue()
+    ws = app.parts.fleet
+    ws.register_worker(fleet.Registration("dying", "host", 1, ("default",), 1, "0"))
+    (job,) = app.parts.store.claim_jobs(
+        queues=["default"], worker_id="dying", limit=10, lease_seconds=60
+    )
+    wait_until(lambda: ws.fail_over_workers(ttl_seconds=0.2, detected_by="test"), what="failover")
+    assert app.parts.store.get_job(job.id).state is JobState.DEAD
+    # No reconciler ran (WORKFLOW_STUCK_AFTER is not involved): the failover recorded it.
+    view = app.workflows.get(workflow_id)
+    assert view.state is wf.WorkflowState.FAILED
+    assert {s.name: s.state for s in view.steps} == {"first": S.FAILED, "second": S.CANCELLED}

@@ -21,8 +21,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import fleet
-from ledgerq.core.job import as_utc
+from ledgerq.core.job import Claim, as_utc
+from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store import workflow_advance
 from ledgerq.store.tables import failover_events, job_assignments, jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
 
@@ -138,7 +140,12 @@ class FailoverMixin(SqlTransactions):
         d = self.dialect
         rows: Sequence[Any] = conn.execute(
             sa.select(
-                jobs.c.id, jobs.c.attempt, jobs.c.max_attempts, jobs.c.queue, jobs.c.worker_id
+                jobs.c.id,
+                jobs.c.attempt,
+                jobs.c.max_attempts,
+                jobs.c.queue,
+                jobs.c.worker_id,
+                jobs.c.workflow_id,
             ).where(which)
         ).all()
         fence = sa.and_(
@@ -173,6 +180,18 @@ class FailoverMixin(SqlTransactions):
             ]
         closed = [r for r in rows if int(r.id) in set(moved[False]) | set(moved[True])]
         self._close_assignments(conn, closed)
+        # A workflow step that died here fails its step now, in this transaction (its
+        # dependents are cancelled or the workflow fails by its policy) instead of waiting
+        # for the reconciler's WORKFLOW_STUCK_AFTER. Steps its policy queues are found by
+        # polling or the reconciler's re-send.
+        buried = set(moved[True])
+        steps = [
+            Completion(Claim(int(r.id), int(r.attempt)), S.DEAD, workflow_id=str(r.workflow_id))
+            for r in groups[True]
+            if int(r.id) in buried and r.workflow_id is not None
+        ]
+        if steps:
+            workflow_advance.record_completions(conn, d, steps, [True] * len(steps))
         if moved[False]:
             d.notify(conn, {r.queue for r in groups[False]})
         return moved[False], moved[True]
