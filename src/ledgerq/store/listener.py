@@ -32,7 +32,10 @@ class PgNotifyWaker:
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True if a notification arrived."""
         woken = self._event.wait(timeout)
-        self._event.clear()
+        if woken:
+            # Only a wake-up is consumed: clearing after a timeout could drop a notification
+            # that arrived just then, and the fetcher would sleep through a whole poll interval.
+            self._event.clear()
         return woken
 
     def close(self) -> None:
