@@ -177,8 +177,10 @@ def make_app(**overrides: Any) -> EffectsApp:
         return f"{key}@{ctx.attempt}"
 
     @app.task(name=NOOP, max_attempts=1)
-    def noop(ctx: JobContext, n: int) -> None:
-        """Do nothing (throughput and fairness runs)."""
+    def noop(ctx: JobContext, n: int, seconds: float = 0.0) -> None:
+        """Do nothing, or wait ``seconds`` as a short I/O-bound job (throughput and fairness
+        runs)."""
+        time.sleep(seconds)
 
     @app.task(name=RESILIENT, max_attempts=10, retry_backoff=0.05)
     def resilient(ctx: JobContext, key: str) -> str:
