@@ -1,6 +1,6 @@
 """ledgerq: a distributed job queue whose SQL database is the truth."""
 
-from ledgerq.application import LedgerQ, Task
+from ledgerq.application import LedgerQ
 from ledgerq.config import Settings
 from ledgerq.core.errors import (
     ConfigError,
@@ -15,6 +15,7 @@ from ledgerq.core.job import EnqueueResult, Job
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.states import JobState
 from ledgerq.runtime.context import JobContext
+from ledgerq.task import Task
 
 __all__ = [
     "ConfigError",

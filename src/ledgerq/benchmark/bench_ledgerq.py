@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledgerq.application import Task
 from ledgerq.benchmark import tasks
 from ledgerq.store.engine import create_engine
+from ledgerq.task import Task
 
 #: Jobs per ``enqueue_many`` call, as the harness's BULK_CHUNK for every peer's bulk API.
 BULK_CHUNK = 1000

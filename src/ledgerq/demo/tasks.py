@@ -11,8 +11,9 @@ import hashlib
 import time
 from typing import Any
 
-from ledgerq.application import LedgerQ, Task
+from ledgerq.application import LedgerQ
 from ledgerq.runtime.context import JobContext
+from ledgerq.task import Task
 
 #: Queues the demo's tasks use; the demo's workers take jobs from all of them.
 QUEUES = ("sms", "media", "inventory", "reports", "partners")
