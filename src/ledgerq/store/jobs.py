@@ -7,7 +7,7 @@ job whether it applied; that is what keeps a zombie worker from overwriting a ne
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -23,6 +23,8 @@ from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.tables import jobs
+
+_Item = TypeVar("_Item")
 
 S = JobState
 _running = jobs.c.state == S.RUNNING.value
@@ -225,6 +227,9 @@ class SqlJobStore(SqlJobClaims):
 
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of outcomes in one transaction; one bool per item (fenced)."""
+        return in_id_order(completions, lambda c: c.claim.job_id, self._complete_sorted)
+
+    def _complete_sorted(self, completions: Sequence[Completion]) -> list[bool]:
         params = [
             {
                 "claim_id": c.claim.job_id,
@@ -287,6 +292,13 @@ class SqlJobStore(SqlJobClaims):
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""
+        return in_id_order(
+            claims,
+            _claim_id,
+            lambda sorted_claims: self._heartbeat_sorted(sorted_claims, lease_seconds),
+        )
+
+    def _heartbeat_sorted(self, claims: Sequence[Claim], lease_seconds: float) -> list[bool]:
         ids, attempts = [c.job_id for c in claims], [c.attempt for c in claims]
         if self._fast is not None:
             values = {"ids": ids, "attempts": attempts, "lease": lease_seconds}
@@ -305,6 +317,9 @@ class SqlJobStore(SqlJobClaims):
 
     def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:
         """Put running attempts back to queued; one bool per claim (fenced)."""
+        return in_id_order(claims, _claim_id, self._requeue_sorted)
+
+    def _requeue_sorted(self, claims: Sequence[Claim]) -> list[bool]:
         params = [{"claim_id": c.job_id, "claim_attempt": c.attempt} for c in claims]
         with self._begin() as conn:
             applied = self.dialect.update_many(conn, self._requeue_stmt, params)
@@ -313,3 +328,23 @@ class SqlJobStore(SqlJobClaims):
             )
             self.dialect.notify(conn, set(queues.scalars()))
         return applied
+
+
+def _claim_id(claim: Claim) -> int:
+    return claim.job_id
+
+
+def in_id_order(
+    items: Sequence[_Item],
+    job_id: Callable[[_Item], int],
+    write: Callable[[list[_Item]], list[bool]],
+) -> list[bool]:
+    """Run ``write`` over ``items`` sorted by job id and return its flags in the input order.
+    Writers of several running jobs lock rows in ascending id order, so two of them (a
+    worker's heartbeat and its completer) never deadlock, row by row as in one statement."""
+    order = sorted(range(len(items)), key=lambda i: job_id(items[i]))
+    done = write([items[i] for i in order])
+    flags = [False] * len(items)
+    for position, index in enumerate(order):
+        flags[index] = done[position]
+    return flags

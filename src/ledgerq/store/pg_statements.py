@@ -40,6 +40,15 @@ INSERT_COLUMNS = (
     "delay_s",
 )
 
+# Statements that write several running jobs take their row locks in ascending id order, so two
+# of them never deadlock: a worker's heartbeat and its completer write overlapping sets at once,
+# and in whatever order the plan reads rows the two could each hold a row the other waits for
+# (PostgreSQL then breaks the cycle only after deadlock_timeout, 1 s, failing one of them).
+LOCK_IN_ID_ORDER = (
+    "SELECT locked.id FROM jobs AS locked WHERE locked.id = ANY(CAST(:ids AS bigint[]))"
+    " ORDER BY locked.id FOR NO KEY UPDATE"
+)
+
 # The attempt's history row (``job_assignments``) is closed in the same statement: no
 # separate write per job, and the history is exactly as durable as the outcome.
 COMPLETE_GROUP = sa.text(
@@ -57,6 +66,7 @@ COMPLETE_GROUP = sa.text(
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
     # Steers the planner to the primary key even when its statistics are stale.
     " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
+    " AND jobs.id IN (" + LOCK_IN_ID_ORDER + ")"
     " RETURNING jobs.id, jobs.attempt, jobs.state),"
     " history AS (UPDATE job_assignments AS a SET ended_at = clock_timestamp(),"
     " outcome = done.state FROM done"
@@ -79,6 +89,7 @@ HEARTBEAT_GROUP = sa.text(
     " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[])) AS v(id, attempt)"
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
     " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
+    " AND jobs.id IN (" + LOCK_IN_ID_ORDER + ")"
     " RETURNING jobs.id, jobs.attempt"
 )
 
