@@ -310,8 +310,6 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
     if overrides.pop("reconcile", True) is False:
         values["reconcile"] = None
     values.update({k: v for k, v in overrides.items() if v is not None})
-    if values["prefetch"] is None:
-        values["prefetch"] = values["concurrency"]
     return WorkerOptions(**values)  # type: ignore[arg-type]
 
 

@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     """Jobs one worker process runs at once. Defaults to 8."""
     prefetch: int | None = Field(default=None, ge=0, le=10000)
     """Jobs a worker claims ahead of its free slots, so short jobs never wait for the next
-    round trip; 0 for strict fairness between workers when jobs are long. Defaults to the
+    round trip; 0 for strict fairness between workers when jobs are long. Unset (the
+    default): about 20 ms of work at the recent job duration, between 1x and 2x the
     concurrency."""
     batch_size: int = Field(default=32, ge=1, le=1000)
     """Most jobs claimed per round trip. Defaults to 32."""

@@ -23,6 +23,7 @@ from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime import outcomes
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.prefetch import PrefetchRoom
 
 log = structlog.get_logger("ledgerq.executor")
 
@@ -59,12 +60,13 @@ class Executor:
         codec: PayloadCodec,
         concurrency: int,
         on_complete: Callable[[Completion], None],
-        prefetch: int = 0,
+        prefetch: int | None = 0,
         on_skipped: Callable[[JobContext], None] | None = None,
         admit: Callable[[JobContext, TaskSpec | None], bool] | None = None,
     ) -> None:
-        """``admit`` (optional) is asked before each handler runs; False: the job was
-        held back (postponed by a limit) and its slot is free again."""
+        """``prefetch``: jobs held beyond the running slots, or None to follow the job
+        durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
+        runs; False: the job was held back (postponed by a limit) and its slot is free again."""
         self._registry = registry
         self._admit = admit
         self._on_skipped = on_skipped
@@ -72,7 +74,7 @@ class Executor:
         self._concurrency = concurrency
         # Jobs may wait in the inbox beyond the running ones, so a slot never idles while
         # the next claim is on the wire.
-        self._capacity = concurrency + prefetch
+        self._room = PrefetchRoom(concurrency, prefetch)
         self._on_complete = on_complete
         self._inbox: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
         self._busy = 0
@@ -112,7 +114,11 @@ class Executor:
     @property
     def capacity(self) -> int:
         """Jobs this executor accepts at once: running slots plus prefetch room."""
-        return self._capacity
+        return self._room.capacity
+
+    @property
+    def _capacity(self) -> int:
+        return self._room.capacity
 
     @property
     def busy(self) -> int:
@@ -273,10 +279,12 @@ class Executor:
             run.finished = True
         if completion is not None:
             self._on_complete(completion)
-        self._release_slot()
+        self._release_slot(time.monotonic() - run.started)
 
-    def _release_slot(self) -> None:
+    def _release_slot(self, ran_seconds: float | None = None) -> None:
         with self._cond:
+            if ran_seconds is not None:
+                self._room.observe(ran_seconds)
             self._busy -= 1
             if self._busy == 0 or self._capacity - self._busy >= self._wanted:
                 self._cond.notify_all()

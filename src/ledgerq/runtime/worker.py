@@ -65,7 +65,8 @@ class WorkerOptions:
 
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 8
-    prefetch: int = 0
+    prefetch: int | None = 0
+    """Jobs held beyond the running slots; None follows the job durations (PrefetchRoom)."""
     batch_size: int = 32
     poll_interval_seconds: float = 1.0
     heartbeat_interval_seconds: float = 5.0

@@ -44,15 +44,18 @@ INSERT_COLUMNS = (
 # of them never deadlock: a worker's heartbeat and its completer write overlapping sets at once,
 # and in whatever order the plan reads rows the two could each hold a row the other waits for
 # (PostgreSQL then breaks the cycle only after deadlock_timeout, 1 s, failing one of them).
+# The locks are taken in a materialized CTE, read once: a locking subquery inside the UPDATE
+# itself may be rescanned per row and, meeting rows the UPDATE already changed, PostgreSQL 15
+# was seen spinning on it at full CPU.
 LOCK_IN_ID_ORDER = (
-    "SELECT locked.id FROM jobs AS locked WHERE locked.id = ANY(CAST(:ids AS bigint[]))"
-    " ORDER BY locked.id FOR NO KEY UPDATE"
+    "locked AS MATERIALIZED (SELECT l.id FROM jobs AS l WHERE l.id = ANY(CAST(:ids AS bigint[]))"
+    " ORDER BY l.id FOR NO KEY UPDATE)"
 )
 
 # The attempt's history row (``job_assignments``) is closed in the same statement: no
 # separate write per job, and the history is exactly as durable as the outcome.
 COMPLETE_GROUP = sa.text(
-    "WITH done AS ("
+    "WITH " + LOCK_IN_ID_ORDER + ", done AS ("
     "UPDATE jobs SET state = v.state,"
     " result = CASE WHEN v.state = 'failed' THEN jobs.result ELSE v.result END,"
     " error = v.error,"
@@ -66,7 +69,7 @@ COMPLETE_GROUP = sa.text(
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
     # Steers the planner to the primary key even when its statistics are stale.
     " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
-    " AND jobs.id IN (" + LOCK_IN_ID_ORDER + ")"
+    " AND jobs.id IN (SELECT locked.id FROM locked)"
     " RETURNING jobs.id, jobs.attempt, jobs.state),"
     " history AS (UPDATE job_assignments AS a SET ended_at = clock_timestamp(),"
     " outcome = done.state FROM done"
@@ -84,12 +87,12 @@ CLOSE_ASSIGNMENTS = sa.text(
 )
 
 HEARTBEAT_GROUP = sa.text(
-    "UPDATE jobs SET heartbeat_at = clock_timestamp(),"
+    "WITH " + LOCK_IN_ID_ORDER + " UPDATE jobs SET heartbeat_at = clock_timestamp(),"
     " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8))"
     " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[])) AS v(id, attempt)"
     " WHERE jobs.id = v.id AND jobs.attempt = v.attempt AND jobs.state = 'running'"
     " AND jobs.id = ANY(CAST(:ids AS bigint[]))"
-    " AND jobs.id IN (" + LOCK_IN_ID_ORDER + ")"
+    " AND jobs.id IN (SELECT locked.id FROM locked)"
     " RETURNING jobs.id, jobs.attempt"
 )
 

@@ -25,7 +25,11 @@ def group() -> None:
 @group.command("start")
 @click.option("--queues", "-q", help="Comma-separated queues (default: LEDGERQ_QUEUES).")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 1024), help="Jobs run at once.")
-@click.option("--prefetch", type=click.IntRange(0, 10000), help="Jobs claimed ahead of free slots.")
+@click.option(
+    "--prefetch",
+    type=click.IntRange(0, 10000),
+    help="Jobs claimed ahead of free slots (default: about 20 ms of work, 1-2x the concurrency).",
+)
 @click.option(
     "--driver",
     type=click.Choice(["auto", "redis", "dbpoll"]),
