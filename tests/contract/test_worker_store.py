@@ -118,7 +118,7 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
 
     def stale() -> list[fleet.FailoverEvent]:
         ws.heartbeat_worker("alive", PULSE)
-        return ws.fail_over_workers(ttl_seconds=0.3, detected_by="test")
+        return ws.fail_over_workers(ttl_seconds=1.0, detected_by="test")
 
     (event,) = wait_until(stale, timeout=10, what="the stale worker failed over")
     assert event.worker_id == "dying" and event.detected_by == "test"

@@ -78,3 +78,19 @@ def test_a_connection_the_server_killed_fails_one_call_then_heals(store: SqlJobS
     with pytest.raises(errors.StoreUnavailable):
         claim(store)
     assert len(claim(store)) == 1  # a fresh connection
+
+
+TRICKY_TEXTS = ['"quoted"', "back\\slash", "{braces},commas", "NULL", "", "ünïcode ✓", 'a\\"b']
+
+
+def test_results_and_errors_of_any_text_survive_the_group_completion(store: SqlJobStore) -> None:
+    count = len(TRICKY_TEXTS) + 1
+    store.insert_jobs([new() for _ in range(count)])
+    claimed = store.claim_jobs(queues=["q"], worker_id="w", limit=count, lease_seconds=30)
+    texts: list[str | None] = [*TRICKY_TEXTS, None]
+    done = [
+        Completion(Claim(job.id, job.attempt), JobState.SUCCEEDED, result_json=text)
+        for job, text in zip(claimed, texts, strict=True)
+    ]
+    assert store.complete_jobs(done) == [True] * count
+    assert [store.get_job(job.id).result_json for job in claimed] == texts

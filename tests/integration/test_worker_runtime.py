@@ -266,3 +266,26 @@ def test_every_attempt_is_in_the_history_with_its_outcome(app: LedgerQ) -> None:
     for row in history.values():
         assert row["worker_id"] == worker.id
         assert row["started_at"] is not None and row["ended_at"] >= row["started_at"]
+
+
+def test_a_handlers_log_lines_carry_its_job(app: LedgerQ) -> None:
+    import structlog
+    from structlog.testing import LogCapture
+
+    from ledgerq.runtime.log_context import merge_job_context
+
+    captured = LogCapture()
+    structlog.configure(processors=[merge_job_context, captured])
+    try:
+
+        @app.task(queue="logs")
+        def talks(ctx: JobContext, n: int) -> None:
+            structlog.get_logger("handler").info("working", n=n)
+
+        ids = [talks.enqueue(n).job_id for n in range(3)]
+        app.worker(queues=("logs",), burst=True, concurrency=2).run()
+    finally:
+        structlog.reset_defaults()
+    lines = [entry for entry in captured.entries if entry["event"] == "working"]
+    seen = {(e["job_id"], e["n"], e["queue"], e["task"], e["attempt"]) for e in lines}
+    assert seen == {(job_id, n, "logs", talks.name, 1) for n, job_id in enumerate(ids)}

@@ -36,6 +36,7 @@ from ledgerq.cli.commands import (
 from ledgerq.cli.context import CliContext
 from ledgerq.config import load_settings
 from ledgerq.core import errors
+from ledgerq.runtime.log_context import merge_job_context
 
 
 class _CurrentStderr:
@@ -58,7 +59,8 @@ def configure_logging(level: str, fmt: str) -> None:
     )
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,  # job, queue, task of the running job
+            merge_job_context,  # job_id, queue, task, attempt of the running job
+            structlog.contextvars.merge_contextvars,
             logs.redact_secrets,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),

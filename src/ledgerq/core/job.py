@@ -56,6 +56,16 @@ def check_dedupe_window(
     return float(seconds)
 
 
+def _aware_utc(value: object) -> datetime | None:
+    """A column's timestamp as an aware UTC datetime; None for anything else."""
+    if not isinstance(value, datetime):
+        return None
+    tz = value.tzinfo
+    if tz is UTC:
+        return value
+    return value.replace(tzinfo=UTC) if tz is None else value.astimezone(UTC)
+
+
 def as_utc(value: datetime) -> datetime:
     """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
     if value.tzinfo is None:
@@ -127,12 +137,12 @@ class Job:
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Job:
-        """Build a Job from a mapping of column name to value (datetimes made aware UTC)."""
-
-        def when(name: str) -> datetime | None:
-            value = row.get(name)
-            return as_utc(value) if isinstance(value, datetime) else None
-
+        """Build a Job from a mapping of column name to value (datetimes made aware UTC).
+        On every claimed job: kept to plain lookups and one conversion per timestamp."""
+        get = row.get
+        run_at = _aware_utc(get("run_at"))
+        created_at = _aware_utc(get("created_at"))
+        batch_id = get("batch_id")
         return cls(
             id=int(row["id"]),
             queue=row["queue"],
@@ -142,20 +152,20 @@ class Job:
             state=JobState(row["state"]),
             attempt=int(row["attempt"]),
             max_attempts=int(row["max_attempts"]),
-            run_at=when("run_at") or datetime.now(UTC),
-            created_at=when("created_at") or datetime.now(UTC),
-            dedupe_key=row.get("dedupe_key"),
-            worker_id=row.get("worker_id"),
-            timeout_seconds=row.get("timeout_seconds"),
-            started_at=when("started_at"),
-            heartbeat_at=when("heartbeat_at"),
-            lease_expires_at=when("lease_expires_at"),
-            finished_at=when("finished_at"),
-            result_json=row.get("result"),
-            error_json=row.get("error"),
-            expires_at=when("expires_at"),
-            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
-            workflow_id=row.get("workflow_id"),
+            run_at=run_at if run_at is not None else datetime.now(UTC),
+            created_at=created_at if created_at is not None else datetime.now(UTC),
+            dedupe_key=get("dedupe_key"),
+            worker_id=get("worker_id"),
+            timeout_seconds=get("timeout_seconds"),
+            started_at=_aware_utc(get("started_at")),
+            heartbeat_at=_aware_utc(get("heartbeat_at")),
+            lease_expires_at=_aware_utc(get("lease_expires_at")),
+            finished_at=_aware_utc(get("finished_at")),
+            result_json=get("result"),
+            error_json=get("error"),
+            expires_at=_aware_utc(get("expires_at")),
+            batch_id=None if batch_id is None else int(batch_id),
+            workflow_id=get("workflow_id"),
         )
 
 

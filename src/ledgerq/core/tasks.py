@@ -25,11 +25,11 @@ class TaskSpec:
     timeout_seconds: float | None = None
     limits: TaskLimits | None = None
     """Fleet-wide rate, concurrency and circuit-breaker limits (see core/limits.py)."""
+    is_async: bool = field(init=False, default=False)
+    """Whether the handler is an ``async def`` (found once, not per job)."""
 
-    @property
-    def is_async(self) -> bool:
-        """Whether the handler is an ``async def``."""
-        return inspect.iscoroutinefunction(self.fn)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
 
 class TaskRegistry:

@@ -23,6 +23,7 @@ from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime import outcomes
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.log_context import JOB_LOG_CONTEXT
 from ledgerq.runtime.prefetch import PrefetchRoom
 
 log = structlog.get_logger("ledgerq.executor")
@@ -192,15 +193,21 @@ class Executor:
                     heapq.heappush(self._deadlines, (run.started + timeout, next(self._seq), run))
                     self._timer.notify_all()
             job = run.ctx.job
+            # Every log line of the job's handler carries the job's fields.
+            fields = {
+                "job_id": job.id,
+                "queue": job.queue,
+                "task": job.task,
+                "attempt": job.attempt,
+            }
+            token = JOB_LOG_CONTEXT.set(fields)
             try:
-                # Every log line of the job's handler (structlog) carries the job's context.
-                with structlog.contextvars.bound_contextvars(
-                    job_id=job.id, queue=job.queue, task=job.task, attempt=job.attempt
-                ):
-                    completion = self._execute(run, timeout)
+                completion = self._execute(run, timeout)
             except JobTimeout:
                 self._leave_handler(run)
                 completion = None  # the monitor already recorded the timeout
+            finally:
+                JOB_LOG_CONTEXT.reset(token)
             if run.unwound is not None:
                 run.unwound.set()
             self._finish(run, completion)
