@@ -38,6 +38,7 @@ class Completer:
         self._inbox: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._pending = 0
         self._cond = threading.Condition()
+        self._stopping = threading.Event()  # cuts a linger short on stop
         self._thread = threading.Thread(target=self._run, name="ledgerq-completer", daemon=True)
 
     def start(self) -> None:
@@ -57,6 +58,7 @@ class Completer:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Write what is queued, then stop."""
+        self._stopping.set()
         self._inbox.put(None)
         self._thread.join(timeout)
 
@@ -70,16 +72,14 @@ class Completer:
             else:
                 group.append(first)
             # Linger briefly so a busy worker writes tens of outcomes per transaction instead of
-            # a few: each write costs far more client CPU than the rows it carries.
-            deadline = time.monotonic() + LINGER_SECONDS
+            # a few: each write costs far more client CPU than the rows it carries. Sleeping
+            # through the linger and then taking everything, rather than waiting on the queue
+            # item by item, spares a thread wake-up (and a GIL hand-over) per finished job.
+            if not stopping:
+                self._stopping.wait(LINGER_SECONDS)
             while len(group) < MAX_GROUP:
-                remaining = deadline - time.monotonic()
                 try:
-                    item = (
-                        self._inbox.get(timeout=remaining)
-                        if remaining > 0
-                        else self._inbox.get_nowait()
-                    )
+                    item = self._inbox.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
