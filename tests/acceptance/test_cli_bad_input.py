@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,13 @@ def test_unknown_setting_in_the_environment_is_a_clear_error(ledger: Make, procs
     result = procs.run(db.url, "job", "list", env={"LEDGERQ_NO_SUCH_SETTING": "1"})
 
     assert_clear_error(result, "LEDGERQ_NO_SUCH_SETTING")
+
+
+def test_a_worker_on_a_ledger_without_tables_stops_with_a_clear_error(
+    procs: Procs, tmp_path: Path
+) -> None:
+    empty = f"sqlite:///{tmp_path / 'never-migrated.db'}"
+
+    result = procs.run(empty, "worker", "start", "--burst", timeout=30)
+
+    assert_clear_error(result, "tables are missing", "ledgerq db migrate")

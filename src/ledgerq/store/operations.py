@@ -97,6 +97,12 @@ class SqlJobOperations(SqlTransactions):
             rows: Sequence[Any] = conn.execute(stmt).all()
         return [JobHint(int(i), str(q), int(p)) for i, q, p in rows]
 
+    def check_tables(self) -> None:
+        """Read nothing from ``jobs``: raises ``StoreError`` naming ``ledgerq db migrate`` when
+        the ledger has no tables, ``StoreUnavailable`` when the database is down."""
+        with self._read() as conn:
+            conn.execute(sa.select(jobs.c.id).where(sa.false())).all()
+
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""
         stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(

@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
 from ledgerq.cli.commands import schedule
 from ledgerq.cli.context import CliContext, pass_cli
+from ledgerq.core import errors
 from ledgerq.metrics.exporter import HealthExporter
 from ledgerq.metrics.prometheus import MetricsHub
 from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions
 from ledgerq.runtime.worker import Worker
+
+if TYPE_CHECKING:
+    from ledgerq.application import LedgerQ
 
 
 @click.group("worker")
@@ -103,6 +109,7 @@ def start(
     if max_memory is not None:
         raise click.UsageError("--max-memory needs --processes (the manager recycles)")
     app = cli.app(tasks_needed=True)
+    _refuse_a_ledger_without_tables(app)
     queue_names = Settings._split_queues(queues) if queues else None
     hub = MetricsHub() if health_port is not None else None
     if hub is not None:
@@ -197,6 +204,13 @@ def _manage(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return manager.run()
+
+
+def _refuse_a_ledger_without_tables(app: LedgerQ) -> None:
+    """A ledger without tables is a set-up mistake: say so and stop (``StoreError``) rather
+    than retry forever. A database that is down is an outage: the worker waits for it."""
+    with contextlib.suppress(errors.StoreUnavailable):
+        app.parts.store.check_tables()
 
 
 def _install_signal_handlers(worker: Worker) -> None:
