@@ -60,10 +60,7 @@ def _aware_utc(value: object) -> datetime | None:
     """A column's timestamp as an aware UTC datetime; None for anything else."""
     if not isinstance(value, datetime):
         return None
-    tz = value.tzinfo
-    if tz is UTC:
-        return value
-    return value.replace(tzinfo=UTC) if tz is None else value.astimezone(UTC)
+    return value if value.tzinfo is UTC else as_utc(value)
 
 
 def as_utc(value: datetime) -> datetime:

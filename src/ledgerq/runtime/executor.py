@@ -118,10 +118,6 @@ class Executor:
         return self._room.capacity
 
     @property
-    def _capacity(self) -> int:
-        return self._room.capacity
-
-    @property
     def busy(self) -> int:
         """Slots currently running a job."""
         return self._busy
@@ -129,18 +125,18 @@ class Executor:
     def free_slots(self) -> int:
         """Jobs that could be accepted now (running slots plus prefetch room)."""
         with self._cond:
-            return max(self._capacity - self._busy, 0)
+            return max(self._room.capacity - self._busy, 0)
 
     def wait_for_free_slot(self, timeout: float, at_least: int = 1) -> int:
         """Block until ``at_least`` jobs could be accepted (or ``timeout``); return that count."""
-        wanted = min(max(at_least, 1), self._capacity)
+        wanted = min(max(at_least, 1), self._room.capacity)
         with self._cond:
             self._wanted = wanted
             self._cond.wait_for(
-                lambda: self._capacity - self._busy >= wanted or self._stopped, timeout
+                lambda: self._room.capacity - self._busy >= wanted or self._stopped, timeout
             )
             self._wanted = 1
-            return max(self._capacity - self._busy, 0)
+            return max(self._room.capacity - self._busy, 0)
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no slot is busy; False if ``timeout`` passed first."""
@@ -293,7 +289,7 @@ class Executor:
             if ran_seconds is not None:
                 self._room.observe(ran_seconds)
             self._busy -= 1
-            if self._busy == 0 or self._capacity - self._busy >= self._wanted:
+            if self._busy == 0 or self._room.capacity - self._busy >= self._wanted:
                 self._cond.notify_all()
 
     # -- timeouts ----------------------------------------------------------------------------
