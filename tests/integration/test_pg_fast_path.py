@@ -13,6 +13,7 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store import pg_statements as pg
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.tables import jobs
@@ -94,3 +95,25 @@ def test_results_and_errors_of_any_text_survive_the_group_completion(store: SqlJ
     ]
     assert store.complete_jobs(done) == [True] * count
     assert [store.get_job(job.id).result_json for job in claimed] == texts
+
+
+def test_a_hinted_claim_reads_by_primary_key_even_with_stale_statistics(
+    store: SqlJobStore,
+) -> None:
+    # A burst into a table the planner has no statistics for (as after a fresh install or a
+    # quiet spell): it once chose to scan every queued row of the claimable index per claim.
+    ids = [r.job_id for r in store.insert_jobs([new() for _ in range(5000)])]
+    values = pg.hinted_claim_values(
+        {"hint_ids": ids[:16], "claim_limit": 16, "claim_worker": "w", "lease_s": 30.0}, ["q"]
+    )
+    with store.engine.connect() as conn:
+        plan = "\n".join(
+            row[0] for row in conn.execute(sa.text("EXPLAIN " + pg.CLAIM_HINTED.text), values)
+        )
+        conn.rollback()
+    assert "pk_jobs" in plan
+    assert "ix_jobs_claimable" not in plan and "ix_jobs_state_queue" not in plan, plan
+    hinted = store.claim_jobs(
+        queues=["q"], worker_id="w", limit=16, lease_seconds=30, job_ids=ids[:16]
+    )
+    assert [job.id for job in hinted] == ids[:16]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from ledgerq.core.job import NewJob
 from ledgerq.store.engine import create_engine
+from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.migrate import migrate, status
 from ledgerq.store.migrations.env_settings import include_object_for
-from ledgerq.store.tables import metadata
+from ledgerq.store.tables import jobs, metadata
 
 
 def test_migrate_from_empty_matches_the_declared_tables(empty_database_url: str) -> None:
@@ -31,5 +34,48 @@ def test_migrate_from_empty_matches_the_declared_tables(empty_database_url: str)
         ]
         assert diff == []
         assert migrate(engine).up_to_date  # running it again is a no-op
+    finally:
+        engine.dispose()
+
+
+def _index_definitions(conn: sa.Connection) -> dict[str, str]:
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        rows = conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes"))
+    elif dialect == "sqlite":
+        rows = conn.execute(sa.text("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
+    else:
+        rows = conn.execute(
+            sa.text(
+                "SELECT index_name, group_concat(column_name) FROM information_schema.statistics"
+                " WHERE table_schema = database() GROUP BY index_name"
+            )
+        )
+    return {str(name): str(definition) for name, definition in rows}
+
+
+def test_upgrading_a_filled_ledger_makes_the_dedupe_and_batch_indexes_sparse(
+    empty_database_url: str,
+) -> None:
+    engine = create_engine(empty_database_url)
+    try:
+        migrate(engine, "0008_workflows")
+        store = SqlJobStore(engine)
+        store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="k")])
+        store.insert_jobs([NewJob(task="t", queue="q", args_json="[]")])
+        migrate(engine)
+        with engine.connect() as conn:
+            found = _index_definitions(conn)
+        sparse = engine.dialect.name in ("postgresql", "sqlite")
+        for name, predicate in [
+            ("ix_jobs_dedupe_active", "dedupe_active IS NOT NULL"),
+            ("ix_jobs_batch_id_state", "batch_id IS NOT NULL"),
+        ]:
+            assert (predicate in found[name]) is sparse, found[name]
+        # The unique index still refuses a second unfinished job with the same key.
+        first = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="k")])
+        assert first[0].duplicate
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar() == 2
     finally:
         engine.dispose()

@@ -99,6 +99,9 @@ HEARTBEAT_GROUP = sa.text(
 # One statement text for any number of hints (an IN list would be new SQL per length, parsed
 # and planned again each time); the paused check is correlated with the row's queue. The
 # attempt's history row is inserted by the same statement.
+# The state and queue tests are wrapped in ``IS TRUE`` so that no index but the primary key can
+# serve them: after a burst into an empty table, stale statistics made the planner scan the
+# whole claimable index (every queued row) for each claim of 16 ids: 5 ms instead of 0.2 ms.
 CLAIM_HINTED = sa.text(
     "WITH claimed AS ("
     "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker_id = :worker,"
@@ -106,8 +109,8 @@ CLAIM_HINTED = sa.text(
     " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8)),"
     " finished_at = NULL"
     " WHERE jobs.id IN (SELECT j.id FROM jobs AS j WHERE j.id = ANY(CAST(:ids AS bigint[]))"
-    " AND j.state = 'queued' AND j.run_at <= clock_timestamp()"
-    " AND j.queue = ANY(CAST(:queues AS text[]))"
+    " AND (j.state = 'queued') IS TRUE AND j.run_at <= clock_timestamp()"
+    " AND (j.queue = ANY(CAST(:queues AS text[]))) IS TRUE"
     " AND NOT EXISTS (SELECT 1 FROM paused_queues AS p WHERE p.queue = j.queue)"
     " ORDER BY j.priority, j.run_at, j.id LIMIT :lim FOR UPDATE SKIP LOCKED)"
     " RETURNING jobs.*),"

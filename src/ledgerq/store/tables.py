@@ -59,7 +59,14 @@ jobs = sa.Table(
     sa.Column("parent_id", JobId, nullable=True),
     sa.Column("workflow_id", sa.String(64), nullable=True),
     sa.Column("expires_at", Timestamp, nullable=True),
-    sa.Index("ix_jobs_dedupe_active", "dedupe_active", unique=True),
+    # Sparse where the dialect allows: most jobs have no dedupe key (migration 0009).
+    sa.Index(
+        "ix_jobs_dedupe_active",
+        "dedupe_active",
+        unique=True,
+        postgresql_where=sa.text("dedupe_active IS NOT NULL"),
+        sqlite_where=sa.text("dedupe_active IS NOT NULL"),
+    ),
     # The claim's index covers only claimable rows where the dialect allows it, so finished
     # jobs never slow the hot path (PostgreSQL and SQLite; MariaDB indexes every row).
     sa.Index(
@@ -295,7 +302,13 @@ schedule_runs = sa.Table(
 jobs.append_column(sa.Column("items_total", sa.Integer, nullable=True))
 # The batch a job belongs to (NULL: none); its outcome may fire the batch's callbacks.
 jobs.append_column(sa.Column("batch_id", JobId, nullable=True))
-sa.Index("ix_jobs_batch_id_state", jobs.c.batch_id, jobs.c.state)
+sa.Index(
+    "ix_jobs_batch_id_state",
+    jobs.c.batch_id,
+    jobs.c.state,
+    postgresql_where=sa.text("batch_id IS NOT NULL"),
+    sqlite_where=sa.text("batch_id IS NOT NULL"),
+)
 
 # One row per finished item of a batch job: the primary key makes an item's effect, written in
 # the same transaction, happen at most once; ``attempt`` is the attempt that recorded it.
