@@ -61,6 +61,16 @@ WRITES: dict[str, Callable[[SqlJobStore, list[Claim]], list[bool]]] = {
 }
 
 
+def _write_in_thread(
+    store: SqlJobStore, write: str, claims: list[Claim]
+) -> tuple[threading.Thread, list[list[bool]]]:
+    """Start ``write`` of ``claims`` in a thread; its flags land in the returned list."""
+    results: list[list[bool]] = []
+    writer = threading.Thread(target=lambda: results.append(WRITES[write](store, claims)))
+    writer.start()
+    return writer, results
+
+
 @pytest.mark.parametrize("write", sorted(WRITES))
 def test_a_writer_waiting_on_the_lowest_id_holds_no_higher_one(
     ledger: tuple[SqlJobStore, sa.Engine], write: str
@@ -68,15 +78,12 @@ def test_a_writer_waiting_on_the_lowest_id_holds_no_higher_one(
     store, blocker = ledger
     claims = _running_jobs(store, 6)
     lowest, higher = claims[0], claims[1:]
-    results: list[list[bool]] = []
     with blocker.connect() as holder:
         holder.execute(
             sa.text("SELECT id FROM jobs WHERE id = :id FOR UPDATE"), {"id": lowest.job_id}
         ).all()
         # Given highest first: a writer in input (or plan) order would lock those first.
-        given = list(reversed(claims))
-        writer = threading.Thread(target=lambda: results.append(WRITES[write](store, given)))
-        writer.start()
+        writer, results = _write_in_thread(store, write, list(reversed(claims)))
         try:
             time.sleep(0.3)  # give a wrongly ordered writer time to take the higher rows
             assert writer.is_alive(), "the writer must wait for the row the holder locked"
@@ -114,3 +121,27 @@ def test_heartbeats_and_completions_of_the_same_jobs_race_without_deadlock(
             thread.join(30)
         assert store.count_jobs().get(("q", JobState.RUNNING), 0) == 0
     assert errors == []
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_writer_that_waited_applies_to_rows_another_writer_changed_meanwhile(
+    ledger: tuple[SqlJobStore, sa.Engine], write: str
+) -> None:
+    # The other transaction writes new versions of the rows (as a heartbeat does) and commits
+    # while our writer waits for their locks: our writer must still apply to every row.
+    store, blocker = ledger
+    claims = _running_jobs(store, 8)
+    with blocker.connect() as other:
+        other.execute(
+            sa.text("UPDATE jobs SET heartbeat_at = heartbeat_at WHERE id IN :ids").bindparams(
+                sa.bindparam("ids", expanding=True)
+            ),
+            {"ids": [c.job_id for c in claims]},
+        )
+        writer, results = _write_in_thread(store, write, claims)
+        time.sleep(0.3)  # let the writer start and wait for the locks
+        assert writer.is_alive(), "the writer must wait for the rows the other one updated"
+        other.commit()
+        writer.join(10)
+    assert not writer.is_alive()
+    assert results == [[True] * len(claims)]

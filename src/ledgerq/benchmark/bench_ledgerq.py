@@ -43,10 +43,11 @@ NAME = f"ledgerq_{BACKEND}" + ("_redis" if REDIS_URL is not None else "")
 _TASKS: dict[str, Task[..., Any]] = {"noop": tasks.noop_task, "sleep": tasks.sleep_task}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# The attempts' history goes too: job ids restart, and old rows would shadow the new attempts.
 _CLEAR_SQL = {
-    "postgresql": "TRUNCATE jobs RESTART IDENTITY",
-    "mariadb": "TRUNCATE TABLE jobs",
-    "sqlite": "DELETE FROM jobs",
+    "postgresql": ("TRUNCATE jobs, job_assignments RESTART IDENTITY",),
+    "mariadb": ("TRUNCATE TABLE jobs", "TRUNCATE TABLE job_assignments"),
+    "sqlite": ("DELETE FROM jobs", "DELETE FROM job_assignments"),
 }
 
 
@@ -83,9 +84,10 @@ def setup() -> dict[str, Any]:
 
 
 def reset() -> None:
-    """Empty the jobs table (not timed)."""
+    """Empty the jobs table and the attempts' history (not timed)."""
     with tasks.app.parts.store.engine.begin() as conn:
-        conn.exec_driver_sql(_CLEAR_SQL[BACKEND])
+        for statement in _CLEAR_SQL[BACKEND]:
+            conn.exec_driver_sql(statement)
     if REDIS_URL is not None:
         import redis  # the bench's own bookkeeping; ledgerq's redis code stays in its adapter
 

@@ -194,7 +194,7 @@ class PostgresDialect(Dialect):
     def heartbeat_group(
         self, conn: Connection, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
     ) -> list[bool] | None:
-        params = {"ids": list(ids), "attempts": list(attempts), "lease": lease_seconds}
+        params = pg.heartbeat_values(ids, attempts, lease_seconds)
         rows = conn.execute(pg.HEARTBEAT_GROUP, params).all()
         return pg.applied(zip(ids, attempts, strict=True), rows)
 

@@ -301,11 +301,7 @@ class SqlJobStore(SqlJobClaims):
     def _heartbeat_sorted(self, claims: Sequence[Claim], lease_seconds: float) -> list[bool]:
         ids, attempts = [c.job_id for c in claims], [c.attempt for c in claims]
         if self._fast is not None:
-            values: dict[str, Any] = {
-                "ids": pg.int_array(ids),
-                "attempts": pg.int_array(attempts),
-                "lease": lease_seconds,
-            }
+            values = pg.heartbeat_values(ids, attempts, lease_seconds)
             rows = self._fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
             return pg.applied(zip(ids, attempts, strict=True), rows)
         with self._single(relaxed=True) as conn:
