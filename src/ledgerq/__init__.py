@@ -1,7 +1,12 @@
-"""ledgerq: a distributed job queue whose SQL database is the truth."""
+"""ledgerq: a distributed job queue whose SQL database is the truth.
 
-from ledgerq.application import LedgerQ
-from ledgerq.config import Settings
+The heavier names (``LedgerQ``, ``Settings``, ``Task``, ``JobContext``) are imported on first
+use, so that importing any submodule, such as the command line's, does not import them all.
+"""
+
+import importlib as _importlib
+import typing as _typing
+
 from ledgerq.core.errors import (
     ConfigError,
     InvalidJob,
@@ -14,8 +19,19 @@ from ledgerq.core.errors import (
 from ledgerq.core.job import EnqueueResult, Job
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.states import JobState
-from ledgerq.runtime.context import JobContext
-from ledgerq.task import Task
+
+if _typing.TYPE_CHECKING:
+    from ledgerq.application import LedgerQ
+    from ledgerq.config import Settings
+    from ledgerq.runtime.context import JobContext
+    from ledgerq.task import Task
+
+_IMPORTED_ON_FIRST_USE = {
+    "JobContext": "ledgerq.runtime.context",
+    "LedgerQ": "ledgerq.application",
+    "Settings": "ledgerq.config",
+    "Task": "ledgerq.task",
+}
 
 __all__ = [
     "ConfigError",
@@ -35,3 +51,16 @@ __all__ = [
     "TaskNotRegistered",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _IMPORTED_ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ledgerq' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

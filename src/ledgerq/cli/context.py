@@ -7,14 +7,16 @@ import importlib
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from ledgerq.application import LedgerQ
 from ledgerq.config import Settings
 from ledgerq.core import errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def load_app(reference: str) -> LedgerQ:
@@ -40,10 +42,20 @@ class CliContext:
 
     settings: Settings
     as_json: bool = False
-    console: Console = field(default_factory=Console)
     overrides: dict[str, Any] = field(default_factory=dict)
     """Settings given as CLI flags; they win over an ``--app`` application's own settings."""
     _app: LedgerQ | None = None
+    _console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich console for tables and progress (imported on first use: a worker never
+        prints one, and rich costs its start-up tens of milliseconds)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console()
+        return self._console
 
     def app(self, *, tasks_needed: bool = False) -> LedgerQ:
         """The ``--app`` application, or (when no tasks are needed) one from the settings."""

@@ -15,25 +15,8 @@ import click
 import structlog
 
 from ledgerq.cli import logs
-from ledgerq.cli.commands import (
-    batches,
-    bench,
-    config,
-    db,
-    demo,
-    fleet,
-    fleet_checks,
-    jobs,
-    limits,
-    locks,
-    queue,
-    reconcile,
-    schedule,
-    serve,
-    worker,
-    workflow,
-)
 from ledgerq.cli.context import CliContext
+from ledgerq.cli.lazy import LazyGroup
 from ledgerq.config import load_settings
 from ledgerq.core import errors
 from ledgerq.runtime.log_context import merge_job_context
@@ -55,7 +38,9 @@ def configure_logging(level: str, fmt: str) -> None:
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
     )
     structlog.configure(
         processors=[
@@ -72,7 +57,30 @@ def configure_logging(level: str, fmt: str) -> None:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_COMMANDS = "ledgerq.cli.commands."
+#: Every top-level command, imported only when it runs (or ``--help`` lists them).
+TOP_LEVEL_COMMANDS = {
+    "batch": _COMMANDS + "batches:group",
+    "bench": _COMMANDS + "bench:command",
+    "config": _COMMANDS + "config:group",
+    "db": _COMMANDS + "db:group",
+    "demo": _COMMANDS + "demo:command",
+    "job": _COMMANDS + "jobs:group",
+    "queue": _COMMANDS + "queue:group",
+    "reconcile": _COMMANDS + "reconcile:command",
+    "schedule": _COMMANDS + "schedule:group",
+    "scheduler": _COMMANDS + "schedule:scheduler_command",
+    "serve": _COMMANDS + "serve:command",
+    "worker": _COMMANDS + "worker:group",
+    "workflow": _COMMANDS + "workflow:group",
+}
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=TOP_LEVEL_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("--app", "app_ref", envvar="LEDGERQ_APP", help="Application as module:attribute.")
 @click.option("--database-url", help="Override LEDGERQ_DATABASE_URL.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -91,22 +99,6 @@ def cli(
     if database_url is not None:
         ctx.obj.overrides["database_url"] = database_url
     ctx.call_on_close(ctx.obj.close)
-
-
-for group in (db.group, worker.group, jobs.group, queue.group, config.group):
-    cli.add_command(group)
-for command in (*fleet.COMMANDS, *fleet_checks.WORKER_COMMANDS):
-    worker.group.add_command(command)
-for command in (*fleet_checks.QUEUE_COMMANDS, *locks.QUEUE_COMMANDS, *limits.QUEUE_COMMANDS):
-    queue.group.add_command(command)
-cli.add_command(batches.group)
-cli.add_command(demo.command)
-cli.add_command(bench.command)
-cli.add_command(reconcile.command)
-cli.add_command(serve.command)
-cli.add_command(schedule.group)
-cli.add_command(schedule.scheduler_command)
-cli.add_command(workflow.group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -216,15 +216,3 @@ def failover_recovery(cli: CliContext, force: bool) -> int:
     if not events:
         click.echo("no stale workers")
     return 0
-
-
-COMMANDS = (
-    list_workers,
-    stats,
-    health,
-    stop,
-    stop_all,
-    deregister,
-    cleanup_crashed,
-    failover_recovery,
-)

@@ -174,7 +174,3 @@ def cleanup_orphaned_assignments(cli: CliContext) -> int:
     closed, deleted = admin(cli).close_orphaned_assignments()
     click.echo(f"closed {closed} orphaned assignment(s), deleted {deleted} of deleted jobs")
     return 0
-
-
-WORKER_COMMANDS = (validate_pool, validate_config, export_config, resource_stats)
-QUEUE_COMMANDS = (cleanup_health_checks, cleanup_failover_events, cleanup_orphaned_assignments)

@@ -59,6 +59,3 @@ def reset_breaker(cli: CliContext, name: str) -> int:
         )
     click.echo(f"circuit breaker {name} closed")
     return 0
-
-
-QUEUE_COMMANDS = (breakers, reset_breaker)

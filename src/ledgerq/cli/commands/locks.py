@@ -78,6 +78,3 @@ def clear_stale_locks(cli: CliContext) -> int:
     for r in cleared:
         click.echo(f"  {r.name} (owner {r.owner}, token {r.token})")
     return 0
-
-
-QUEUE_COMMANDS = (list_locks, clear_stale_locks)

@@ -6,10 +6,27 @@ import click
 
 from ledgerq import operations
 from ledgerq.cli.context import CliContext, pass_cli
+from ledgerq.cli.lazy import LazyGroup
 from ledgerq.cli.output import counts_table
 
+_CHECKS = "ledgerq.cli.commands.fleet_checks:"
+_LOCKS = "ledgerq.cli.commands.locks:"
+_LIMITS = "ledgerq.cli.commands.limits:"
 
-@click.group("queue")
+
+@click.group(
+    "queue",
+    cls=LazyGroup,
+    lazy_commands={
+        "cleanup-health-checks": _CHECKS + "cleanup_health_checks",
+        "cleanup-failover-events": _CHECKS + "cleanup_failover_events",
+        "cleanup-orphaned-assignments": _CHECKS + "cleanup_orphaned_assignments",
+        "list-locks": _LOCKS + "list_locks",
+        "clear-stale-locks": _LOCKS + "clear_stale_locks",
+        "breakers": _LIMITS + "breakers",
+        "reset-breaker": _LIMITS + "reset_breaker",
+    },
+)
 def group() -> None:
     """Inspect, pause and resume queues."""
 

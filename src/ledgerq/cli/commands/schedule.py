@@ -10,7 +10,6 @@ import click
 from rich.table import Table
 
 from ledgerq import scheduling
-from ledgerq.application import LedgerQ
 from ledgerq.cli.commands.jobs import parse_args_option
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.core.schedules import Schedule, ScheduleRequest, ScheduleState
@@ -221,14 +220,3 @@ def run_scheduler(scheduler: Scheduler, declared: Iterable[Schedule]) -> None:
     scheduler.declare(list(declared))
     click.echo(f"scheduler {scheduler.instance_id} running", err=True)
     scheduler.run()
-
-
-def start_in_worker(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
-    """For ``worker start --scheduler``: store the application's schedules and fire ticks on a
-    background thread, recording the worker's id as ``executed_by`` (and counting ticks in
-    ``hub`` if the worker serves metrics). Stop it with ``stop``."""
-    on_fired = hub.sink.count_tick if hub is not None else None
-    scheduler = app.scheduler(instance_id=worker_id, on_fired=on_fired)
-    scheduler.declare(list(app.schedules.values()))
-    scheduler.start()
-    return scheduler

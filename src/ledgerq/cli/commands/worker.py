@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledgerq.cli.commands import schedule
 from ledgerq.cli.context import CliContext, pass_cli
+from ledgerq.cli.lazy import LazyGroup
 from ledgerq.core import errors
 from ledgerq.metrics.exporter import HealthExporter
 from ledgerq.metrics.prometheus import MetricsHub
@@ -21,9 +21,31 @@ from ledgerq.runtime.worker import Worker
 
 if TYPE_CHECKING:
     from ledgerq.application import LedgerQ
+    from ledgerq.runtime.scheduler import Scheduler
 
 
-@click.group("worker")
+_FLEET = "ledgerq.cli.commands.fleet:"
+_CHECKS = "ledgerq.cli.commands.fleet_checks:"
+
+
+@click.group(
+    "worker",
+    cls=LazyGroup,
+    lazy_commands={
+        "list": _FLEET + "list_workers",
+        "stats": _FLEET + "stats",
+        "health": _FLEET + "health",
+        "stop": _FLEET + "stop",
+        "stop-all": _FLEET + "stop_all",
+        "deregister": _FLEET + "deregister",
+        "cleanup-crashed": _FLEET + "cleanup_crashed",
+        "failover-recovery": _FLEET + "failover_recovery",
+        "validate-pool": _CHECKS + "validate_pool",
+        "validate-config": _CHECKS + "validate_config",
+        "export-config": _CHECKS + "export_config",
+        "resource-stats": _CHECKS + "resource_stats",
+    },
+)
 def group() -> None:
     """Run and manage workers."""
 
@@ -132,7 +154,7 @@ def start(
         hub.watch_transport(worker.transport_fallback_active)
         exporter = _health_exporter(worker, hub, health_host, health_port)
         exporter.start()
-    scheduler = schedule.start_in_worker(app, worker.id, hub) if with_scheduler else None
+    scheduler = start_scheduler(app, worker.id, hub) if with_scheduler else None
     try:
         stats = worker.run()
     finally:
@@ -220,3 +242,14 @@ def _install_signal_handlers(worker: Worker) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def start_scheduler(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
+    """For ``worker start --scheduler``: store the application's schedules and fire ticks on a
+    background thread, recording the worker's id as ``executed_by`` (and counting ticks in
+    ``hub`` if the worker serves metrics). Stop it with ``stop``."""
+    on_fired = hub.sink.count_tick if hub is not None else None
+    scheduler = app.scheduler(instance_id=worker_id, on_fired=on_fired)
+    scheduler.declare(list(app.schedules.values()))
+    scheduler.start()
+    return scheduler

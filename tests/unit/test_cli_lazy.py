@@ -1,0 +1,51 @@
+"""The command line imports a command's module only when that command runs: every lazily
+named command resolves to the command of that name, and starting a worker imports neither the
+other commands nor rich (tens of milliseconds of every worker's start-up)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+
+from ledgerq.cli.lazy import LazyGroup
+from ledgerq.cli.main import cli
+
+
+def _lazy_groups() -> list[tuple[str, LazyGroup]]:
+    ctx = click.Context(cli)
+    groups: list[tuple[str, LazyGroup]] = [("ledgerq", cli)]  # type: ignore[list-item]
+    for name in ("worker", "queue"):
+        group = cli.get_command(ctx, name)
+        assert isinstance(group, LazyGroup)
+        groups.append((name, group))
+    return groups
+
+
+@pytest.mark.parametrize(("path", "group"), _lazy_groups())
+def test_every_lazily_named_command_resolves_to_that_command(path: str, group: LazyGroup) -> None:
+    ctx = click.Context(group)
+    assert set(group.lazy_commands) <= set(group.list_commands(ctx))
+    for name in group.lazy_commands:
+        command = group.get_command(ctx, name)
+        assert isinstance(command, click.Command), f"{path} {name}"
+        assert command.name == name, f"{path} {name} resolves to {command.name}"
+
+
+def test_starting_a_worker_imports_no_other_command_and_no_rich() -> None:
+    probe = (
+        "import sys, click\n"
+        "from ledgerq.cli.main import cli\n"
+        "worker = cli.get_command(click.Context(cli), 'worker')\n"
+        "worker.get_command(click.Context(worker), 'start')\n"
+        "import ledgerq.bootstrap\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'pygments')\n"
+        "    or m.startswith('ledgerq.cli.commands.') and m != 'ledgerq.cli.commands.worker')\n"
+        "print(loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
