@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import textwrap
@@ -23,6 +24,12 @@ def app_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: st
             from ledgerq import LedgerQ
 
             app = LedgerQ()
+
+            @app.task(name="frozen")
+            def frozen(ctx):
+                import gc
+
+                return gc.get_freeze_count()
 
             @app.task(name="add", max_attempts=2, retry_backoff=0.01)
             def add(ctx, a, b):
@@ -88,6 +95,15 @@ def test_once_runs_a_single_job(app_module: str, capsys: pytest.CaptureFixture[s
         run_json(capsys, "job", "enqueue", "add", "--args", f"[{i}, 0]")
     assert main(["worker", "start", "--once"]) == 0
     assert run_json(capsys, "queue", "stats") == {"default": {"succeeded": 1, "queued": 2}}
+
+
+def test_a_worker_keeps_its_start_up_objects_out_of_full_collections(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = run_json(capsys, "job", "enqueue", "frozen")
+    assert main(["worker", "start", "--once"]) == 0
+    assert run_json(capsys, "job", "show", str(job["id"]))["result"] > 0  # type: ignore[index]
+    assert gc.get_freeze_count() == 0  # handed back once the worker stopped
 
 
 def test_db_status_and_config_show(app_module: str, capsys: pytest.CaptureFixture[str]) -> None:
