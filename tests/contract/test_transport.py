@@ -42,6 +42,15 @@ def test_push_then_pull_never_invents_ids(transport: Transport) -> None:
     assert transport.pull(queues=["default", "other"], limit=10, timeout=0.05) == []
 
 
+def test_a_pull_of_no_ids_takes_none(transport: Transport) -> None:
+    # A worker with no free slot, or one only waiting for work, asks for 0 ids: an id taken
+    # then would never be claimed, and its job would wait for the reconciler's re-send.
+    transport.push([JobHint(7, "default", 0)])
+    assert transport.pull(queues=["default"], limit=0, timeout=0.05) == []
+    pulled = transport.pull(queues=["default"], limit=10, timeout=0.05)
+    assert pulled == ([7] if transport.carries_ids() else [])
+
+
 def test_interrupt_ends_a_blocked_pull_at_once(transport: Transport) -> None:
     returned = threading.Event()
 

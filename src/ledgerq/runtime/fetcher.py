@@ -142,7 +142,9 @@ class Fetcher:
                     return False
                 log.info("burst: queues are empty, stopping")
                 return True
-        if not hinted:
+        if not hinted and not self._transport.carries_ids():
+            # Polling: wait for a wake-up. A transport of ids is waited on by the next
+            # hinted pull instead, which claims what it pops.
             wait = 0.02 if self._policy.burst else self._policy.poll_interval_seconds
             self._transport.pull(queues=self._policy.queues, limit=0, timeout=wait)
         return False

@@ -144,12 +144,16 @@ class RedisTransport:
                 self._probe()
             if self.fallback_active:
                 return self._fallback.pull(queues=queues, limit=limit, timeout=timeout)
+        if limit <= 0:
+            # A pop cannot give an id back: one taken here would never be claimed, and its
+            # job would wait for the reconciler's re-send (seen as a 10 s start latency).
+            return []
         keys = self._rotated([self.key(q) for q in queues])
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             block = min(deadline - time.monotonic(), MAX_BLOCK_SECONDS)
             try:
-                popped = self._pop(keys, max(limit, 1), block)
+                popped = self._pop(keys, limit, block)
             except _REDIS_ERRORS as exc:
                 self._failed(exc)
                 if self._fallback is None:
