@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from ledgerq.core.job import Claim, JobHint, NewJob
+from ledgerq.core.job import Claim, JobHint, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
-from ledgerq.store.tables import idempotency_keys, jobs
+from ledgerq.store.tables import idempotency_keys, job_assignments, jobs
 from tests.helpers import wait_until
 
 S = JobState
@@ -117,6 +117,7 @@ def test_stuck_jobs_go_back_fenced_and_spent_ones_die(
     assert reset.requeued == [JobHint(silent, "q", 0)]
     assert reset.dead == [spent]
     back, dead = store.get_job(silent), store.get_job(spent)
+    began = {silent: back.started_at, spent: dead.started_at}
     assert back.state is S.QUEUED and back.attempt == 1 and back.worker_id is None
     assert dead.state is S.DEAD and '"stuck"' in (dead.error_json or "")
     # The lost owner's late completion is refused; the job runs again with a new attempt.
@@ -124,6 +125,19 @@ def test_stuck_jobs_go_back_fenced_and_spent_ones_die(
     assert store.complete_jobs([Completion(Claim(lost.id, lost.attempt), S.SUCCEEDED)]) == [False]
     [again] = store.claim_jobs(queues=["q"], worker_id="w2", limit=1, lease_seconds=30)
     assert (again.id, again.attempt) == (silent, 2)
+    # The history holds the two ended attempts, with their holder and start; the attempt that
+    # still progresses has no end.
+    a = job_assignments
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(a.c.job_id, a.c.worker_id, a.c.started_at, a.c.outcome))
+        history = {r.job_id: r for r in rows}
+    assert {j: r.outcome for j, r in history.items() if r.outcome} == {
+        silent: "orphaned",
+        spent: "orphaned",
+    }
+    for job_id in (silent, spent):
+        assert history[job_id].worker_id == "w"
+        assert as_utc(history[job_id].started_at) == began[job_id]
 
 
 def test_stuck_reset_refuses_a_job_whose_owner_heartbeats(

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from ledgerq.core import fleet
-from ledgerq.core.job import Claim, NewJob
+from ledgerq.core.job import Claim, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
@@ -110,8 +110,9 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     ids = [r.job_id for r in js.insert_jobs([new(), new(), new(max_attempts=1), new()])]
     held = js.claim_jobs(queues=["q"], worker_id="dying", limit=3, lease_seconds=60)
     js.claim_jobs(queues=["q"], worker_id="alive", limit=1, lease_seconds=60)
+    # The last attempt's start never reached the history (as where completions write it).
     ws.record_assignments(
-        [fleet.AssignmentEvent(j.id, j.attempt, "dying", j.started_at) for j in held]
+        [fleet.AssignmentEvent(j.id, j.attempt, "dying", j.started_at) for j in held[:2]]
     )
     # Nothing is stale yet.
     assert ws.fail_over_workers(ttl_seconds=30, detected_by="test") == []
@@ -138,6 +139,10 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     history = {(r["job_id"], r["attempt"]): r for r in ws.list_assignments()}
     assert {history[(c.job_id, 1)]["outcome"] for c in claims} == {"failed_over"}
     assert all(history[(c.job_id, 1)]["ended_at"] is not None for c in claims)
+    # Each row keeps its holder and the claim's start, recorded before or not.
+    for job in held:
+        row = history[(job.id, 1)]
+        assert row["worker_id"] == "dying" and as_utc(row["started_at"]) == job.started_at
     (row,) = ws.list_failover_events()
     assert ws.count_failover_events() == 1
     assert row["worker_id"] == "dying" and row["jobs_requeued"] == 2 and row["jobs_dead"] == 1

@@ -16,7 +16,7 @@ from ledgerq.core.states import JobState
 from ledgerq.store import pg_statements as pg
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import job_assignments, jobs
 
 
 @pytest.fixture
@@ -155,3 +155,58 @@ def test_completions_and_heartbeats_read_by_primary_key_even_with_stale_statisti
         conn.rollback()
     beats = [Claim(i, a) for i, a in zip(ids, attempts, strict=True)]
     assert store.heartbeat_jobs(beats, lease_seconds=30) == [True] * 100
+
+
+def _history(store: SqlJobStore) -> dict[tuple[int, int], sa.Row[tuple[object, ...]]]:
+    a = job_assignments
+    with store.engine.connect() as conn:
+        columns = (a.c.worker_id, a.c.started_at, a.c.ended_at, a.c.outcome)
+        rows = conn.execute(sa.select(a.c.job_id, a.c.attempt, *columns))
+        return {(r.job_id, r.attempt): r for r in rows}
+
+
+def test_an_attempts_history_row_is_written_once_by_the_statement_that_ends_it(
+    store: SqlJobStore,
+) -> None:
+    """Claims write no history (it cost PostgreSQL a row and three index entries per job); the
+    completion inserts the closed row with the claim's worker and start."""
+    ids = [r.job_id for r in store.insert_jobs([new(), new(), new()])]
+    by_query = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)
+    hinted = store.claim_jobs(
+        queues=["q"], worker_id="w", limit=5, lease_seconds=30, job_ids=ids[1:]
+    )
+    started = {job.id: job.started_at for job in [*by_query, *hinted]}
+    assert sorted(started) == ids and _history(store) == {}
+    done = [
+        Completion(Claim(ids[0], 1), JobState.SUCCEEDED, result_json="1"),
+        Completion(Claim(ids[1], 1), JobState.FAILED, retry_delay_seconds=60),
+    ]
+    assert store.complete_jobs(done) == [True, True]
+    history = _history(store)
+    assert sorted(history) == [(ids[0], 1), (ids[1], 1)]
+    assert [history[(i, 1)].outcome for i in ids[:2]] == ["succeeded", "failed"]
+    for job_id in ids[:2]:
+        row = history[(job_id, 1)]
+        assert row.worker_id == "w" and row.started_at == started[job_id]
+        assert row.ended_at >= row.started_at
+    # A refused completion writes nothing.
+    assert store.complete_jobs([Completion(Claim(ids[0], 1), JobState.SUCCEEDED)]) == [False]
+    assert _history(store) == history
+
+
+def test_a_completion_closes_a_row_an_earlier_release_opened_at_its_claim(
+    store: SqlJobStore,
+) -> None:
+    """During a rolling upgrade an older worker's claim inserted an open row; the completion
+    closes that row instead of failing on the unique (job, attempt) key."""
+    [job_id] = [r.job_id for r in store.insert_jobs([new()])]
+    [job] = store.claim_jobs(queues=["q"], worker_id="old", limit=1, lease_seconds=30)
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.insert(job_assignments).values(
+                job_id=job_id, attempt=1, worker_id="old", started_at=job.started_at
+            )
+        )
+    assert store.complete_jobs([Completion(Claim(job_id, 1), JobState.SUCCEEDED)]) == [True]
+    [row] = _history(store).values()
+    assert (row.worker_id, row.outcome) == ("old", "succeeded") and row.ended_at is not None

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from ledgerq import JobContext, JobState, LedgerQ
-from ledgerq.core.job import Claim
+from ledgerq.core.job import Claim, as_utc
 from tests.helpers import running_worker, wait_until
 
 S = JobState
@@ -184,6 +184,10 @@ def test_graceful_stop_puts_unfinished_jobs_back(app: LedgerQ) -> None:
     job = app.jobs.get(job_id)
     assert not thread.is_alive() and worker.stats.requeued == 1
     assert job.state is S.QUEUED and job.worker_id is None
+    # The history records the put-back attempt with its holder and the claim's start.
+    [row] = app.parts.fleet.list_assignments(job_id=job_id)
+    assert (row["attempt"], row["outcome"], row["worker_id"]) == (1, "requeued", worker.id)
+    assert as_utc(row["started_at"]) == job.started_at
     with running_worker(app, **FAST):
         wait_until(lambda: state_of(app, job_id) is S.SUCCEEDED)
 
@@ -266,6 +270,9 @@ def test_every_attempt_is_in_the_history_with_its_outcome(app: LedgerQ) -> None:
     for row in history.values():
         assert row["worker_id"] == worker.id
         assert row["started_at"] is not None and row["ended_at"] >= row["started_at"]
+    # A one-attempt job's row began when its claim did (the job keeps its last start).
+    for job_id in (ok, member):
+        assert as_utc(history[(job_id, 1)]["started_at"]) == app.jobs.get(job_id).started_at
 
 
 def test_a_handlers_log_lines_carry_its_job(app: LedgerQ) -> None:

@@ -35,7 +35,7 @@ class Outcome(StrEnum):
     REQUEUED = "requeued"  # put back by a graceful stop
     LOST = "lost"  # the worker's fenced write was refused: someone else owns the job now
     FAILED_OVER = "failed_over"  # the worker was declared dead and the job moved on
-    ORPHANED = "orphaned"  # closed by cleanup: the attempt no longer runs anywhere
+    ORPHANED = "orphaned"  # the attempt no longer runs anywhere (cleanup, stuck-job reset)
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,8 +75,8 @@ class JobStore(Protocol):
 
     @property
     def records_history_inline(self) -> bool:
-        """Whether ``claim_jobs`` inserts and ``complete_jobs`` closes each attempt's history
-        row (``job_assignments``) itself; else the worker records starts and applied ends."""
+        """Whether ``complete_jobs`` writes each ended attempt's history row
+        (``job_assignments``) itself; else the worker records starts and applied ends."""
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; fenced, one bool per claim."""

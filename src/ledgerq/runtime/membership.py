@@ -17,6 +17,8 @@ from ledgerq.runtime.recorder import Recorder
 from ledgerq.runtime.registrar import Member, Registrar
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ledgerq.runtime.worker import WorkerOptions
 
 
@@ -83,10 +85,18 @@ class Membership:
             fleet.AssignmentEvent(job.id, job.attempt, self.worker_id, job.started_at)
         )
 
-    def ended(self, claim: Claim, outcome: fleet.Outcome | None) -> None:
-        """Record how an attempt ended here; None means the ledger refused it (``lost``)."""
+    def ended(
+        self, claim: Claim, outcome: fleet.Outcome | None, started_at: datetime | None = None
+    ) -> None:
+        """Record how an attempt ended here; None means the ledger refused it (``lost``).
+        ``started_at`` (the claim's time) lets a ledger that has no row of the attempt yet
+        record when it began."""
         self.recorder.add(
             fleet.AssignmentEvent(
-                claim.job_id, claim.attempt, self.worker_id, None, outcome or fleet.Outcome.LOST
+                claim.job_id,
+                claim.attempt,
+                self.worker_id,
+                started_at,
+                outcome or fleet.Outcome.LOST,
             )
         )

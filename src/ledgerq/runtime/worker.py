@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import structlog
 
@@ -295,7 +296,8 @@ class Worker:
         self.stats.requeued += sum(applied)
         if self.membership is not None:
             for ctx, ok in zip(contexts, applied, strict=True):
-                self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED if ok else None)
+                outcome = fleet.Outcome.REQUEUED if ok else None
+                self.membership.ended(ctx.claim, outcome, ctx.job.started_at)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
         hints = [c.job.hint for c, ok in zip(contexts, applied, strict=True) if ok]
         with contextlib.suppress(errors.TransportError):
@@ -330,17 +332,19 @@ class Worker:
                 del self._inflight[ctx.job_id]
             self._claimed_at.pop(ctx.job_id, None)
         if self.membership is not None:
-            self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED)
+            self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.started_at)
         return False
 
     def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
         if self._gate is not None:
             for completion, applied in written:
                 self._gate.settle(completion, applied)
+        started: dict[int, datetime | None] = {}  # of attempts ended here, for the history
         with self._lock:
             for completion, applied in written:
                 ctx = self._inflight.get(completion.claim.job_id)
                 if ctx is not None and ctx.attempt == completion.claim.attempt:
+                    started[ctx.job_id] = ctx.job.started_at
                     del self._inflight[completion.claim.job_id]
                     if self._events is not None and applied:
                         self._emit_finished(ctx, completion)
@@ -353,7 +357,8 @@ class Worker:
             for completion, applied in written:
                 if not (applied and inline):
                     outcome = fleet.Outcome(completion.state.value) if applied else None
-                    self.membership.ended(completion.claim, outcome)
+                    when = started.get(completion.claim.job_id)
+                    self.membership.ended(completion.claim, outcome, when)
 
     def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
         started = self._claimed_at.pop(ctx.job_id, None)

@@ -34,7 +34,7 @@ class SqlJobClaims(SqlJobStaging):
 
     @property
     def records_history_inline(self) -> bool:
-        """Whether claims and completions write the attempts' history rows themselves."""
+        """Whether completions write the ended attempts' history rows themselves."""
         return self.dialect.records_history_inline
 
     def claim_jobs(

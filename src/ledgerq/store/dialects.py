@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.store import pg_statements as pg
 from ledgerq.store.pg_statements import NOTIFY_CHANNEL
-from ledgerq.store.tables import job_assignments, jobs
+from ledgerq.store.tables import jobs
 
 
 class Dialect:
@@ -118,12 +118,12 @@ class Dialect:
     #: Whether ``claim_hinted`` has a statement of its own (else the portable IN-list claim).
     claims_hints_natively = False
 
-    #: Whether claims insert and group completions close the attempts' ``job_assignments``
-    #: rows themselves (else the worker's recorder writes that history in groups).
+    #: Whether the statements that end attempts (completions) write the attempts'
+    #: ``job_assignments`` rows themselves (else the worker's recorder writes that history).
     records_history_inline = False
 
     def close_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
-        """Close the history rows of ``(job_id, attempt, outcome)`` whose outcomes were just
+        """Write the history rows of ``(job_id, attempt, outcome)`` whose outcomes were just
         written in ``conn``'s transaction (only where ``records_history_inline``)."""
 
     def claim_hinted(
@@ -158,21 +158,8 @@ class PostgresDialect(Dialect):
         return value
 
     def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
-        ids = picked.with_for_update(skip_locked=True).scalar_subquery()
-        claimed = (sa.update(jobs).where(jobs.c.id.in_(ids)).values(values).returning(*jobs.c)).cte(
-            "claimed"
-        )
-        # The attempt's history row, in the claim's own statement (see records_history_inline).
-        started = sa.select(
-            claimed.c.id, claimed.c.attempt, claimed.c.worker_id, claimed.c.started_at
-        )
-        history = (
-            postgresql.insert(job_assignments)
-            .from_select(["job_id", "attempt", "worker_id", "started_at"], started)
-            .on_conflict_do_nothing(index_elements=["job_id", "attempt"])
-            .cte("history")
-        )
-        return sa.select(claimed).add_cte(history)
+        # No history row yet: the statement that ends the attempt writes it.
+        return super().build_claim(picked.with_for_update(skip_locked=True), values)
 
     def _insert_ignore(self) -> Any:
         return postgresql.insert(jobs).on_conflict_do_nothing()
@@ -238,7 +225,7 @@ class PostgresDialect(Dialect):
         if ends:
             ids, attempts, outcomes = (list(column) for column in zip(*ends, strict=True))
             conn.execute(
-                pg.CLOSE_ASSIGNMENTS, {"ids": ids, "attempts": attempts, "outcomes": outcomes}
+                pg.END_ASSIGNMENTS, {"ids": ids, "attempts": attempts, "outcomes": outcomes}
             )
 
     def claim_hinted(

@@ -25,7 +25,8 @@ from ledgerq.core.job import Claim, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store import workflow_advance
-from ledgerq.store.tables import failover_events, job_assignments, jobs, queue_workers
+from ledgerq.store.history import EndedAttempt, end_attempts
+from ledgerq.store.tables import failover_events, jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
 
 S = JobState
@@ -40,15 +41,6 @@ def db_time(value: Any) -> datetime:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return as_utc(value)
-
-
-def recorded_attempts(conn: Connection, job_ids: Sequence[int]) -> set[tuple[int, int]]:
-    """The (job id, attempt) pairs of ``job_assignments`` among these jobs."""
-    stmt = sa.select(job_assignments.c.job_id, job_assignments.c.attempt).where(
-        job_assignments.c.job_id.in_(sorted(set(job_ids)))
-    )
-    rows: Sequence[Any] = conn.execute(stmt).all()
-    return {(int(j), int(a)) for j, a in rows}
 
 
 class FailoverMixin(SqlTransactions):
@@ -145,6 +137,7 @@ class FailoverMixin(SqlTransactions):
                 jobs.c.max_attempts,
                 jobs.c.queue,
                 jobs.c.worker_id,
+                jobs.c.started_at,
                 jobs.c.workflow_id,
             ).where(which)
         ).all()
@@ -178,8 +171,17 @@ class FailoverMixin(SqlTransactions):
             moved[exhausted] = [
                 int(r.id) for r, ok in zip(groups[exhausted], applied, strict=True) if ok
             ]
-        closed = [r for r in rows if int(r.id) in set(moved[False]) | set(moved[True])]
-        self._close_assignments(conn, closed)
+        ended = set(moved[False]) | set(moved[True])
+        end_attempts(
+            conn,
+            d,
+            [
+                EndedAttempt(int(r.id), int(r.attempt), r.worker_id, r.started_at)
+                for r in rows
+                if int(r.id) in ended
+            ],
+            fleet.Outcome.FAILED_OVER,
+        )
         # A workflow step that died here fails its step now, in this transaction (its
         # dependents are cancelled or the workflow fails by its policy) instead of waiting
         # for the reconciler's WORKFLOW_STUCK_AFTER. Steps its policy queues are found by
@@ -195,36 +197,6 @@ class FailoverMixin(SqlTransactions):
         if moved[False]:
             d.notify(conn, {r.queue for r in groups[False]})
         return moved[False], moved[True]
-
-    def _close_assignments(self, conn: Connection, rows: Sequence[Any]) -> None:
-        if not rows:
-            return
-        d = self.dialect
-        keys = {(int(r.id), int(r.attempt)): r for r in rows}
-        known = recorded_attempts(conn, [k[0] for k in keys])
-        for (job_id, attempt), row in keys.items():
-            stmt: sa.Executable
-            if (job_id, attempt) in known:
-                stmt = (
-                    sa.update(job_assignments)
-                    .where(
-                        job_assignments.c.job_id == job_id,
-                        job_assignments.c.attempt == attempt,
-                        job_assignments.c.ended_at.is_(None),
-                    )
-                    .values(outcome=fleet.Outcome.FAILED_OVER.value, ended_at=d.now())
-                )
-            else:
-                # The worker died before its history reached the ledger.
-                stmt = sa.insert(job_assignments).values(
-                    job_id=job_id,
-                    attempt=attempt,
-                    worker_id=row.worker_id or "(no worker)",
-                    started_at=d.now(),
-                    ended_at=d.now(),
-                    outcome=fleet.Outcome.FAILED_OVER.value,
-                )
-            conn.execute(stmt)
 
     def _record_event(
         self,

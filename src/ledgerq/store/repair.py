@@ -11,10 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ledgerq.core import fleet
 from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
 from ledgerq.store import batch_hook
+from ledgerq.store.history import EndedAttempt, end_attempts
 from ledgerq.store.tables import idempotency_keys, job_dedupe_windows, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
@@ -75,16 +77,25 @@ class SqlLedgerRepair(SqlTransactions):
             )
         )
         candidates = (
-            sa.select(jobs.c.id, jobs.c.attempt, jobs.c.max_attempts, jobs.c.queue, jobs.c.priority)
+            sa.select(
+                jobs.c.id,
+                jobs.c.attempt,
+                jobs.c.max_attempts,
+                jobs.c.queue,
+                jobs.c.priority,
+                jobs.c.worker_id,
+                jobs.c.started_at,
+            )
             .where(stale)
             .order_by(jobs.c.id)
             .limit(limit)
         )
         requeued: list[JobHint] = []
         dead: list[int] = []
+        ended: list[EndedAttempt] = []
         with self._begin() as conn:
             rows: Sequence[Any] = conn.execute(candidates).all()
-            for job_id, attempt, max_attempts, queue, priority in rows:
+            for job_id, attempt, max_attempts, queue, priority, worker_id, started_at in rows:
                 params: dict[str, Any] = {"claim_id": job_id, "claim_attempt": attempt}
                 if attempt >= max_attempts:
                     params["new_error"] = json.dumps(
@@ -95,10 +106,16 @@ class SqlLedgerRepair(SqlTransactions):
                             "attempt": attempt,
                         }
                     )
-                    if conn.execute(bury, params).rowcount == 1:
-                        dead.append(int(job_id))
+                    if conn.execute(bury, params).rowcount != 1:
+                        continue
+                    dead.append(int(job_id))
                 elif conn.execute(requeue, params).rowcount == 1:
                     requeued.append(JobHint(int(job_id), str(queue), int(priority)))
+                else:
+                    continue
+                ended.append(EndedAttempt(int(job_id), int(attempt), worker_id, started_at))
+            # The attempts no longer run anywhere; their holders' late writes are refused.
+            end_attempts(conn, self.dialect, ended, fleet.Outcome.ORPHANED)
             if requeued:
                 self.dialect.notify(conn, {h.queue for h in requeued})
         return StuckReset(requeued=requeued, dead=dead)

@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import fleet
 from ledgerq.core.job import as_utc
 from ledgerq.core.states import JobState
-from ledgerq.store.failover import FailoverMixin, recorded_attempts
+from ledgerq.store.failover import FailoverMixin
+from ledgerq.store.history import closing, recorded_attempts
 from ledgerq.store.tables import job_assignments, jobs, queue_workers, worker_health_checks
 
 W = fleet.WorkerState
@@ -167,16 +168,7 @@ class SqlWorkerStore(FailoverMixin):
             if key in existing and r["a_outcome"] is not None
         ]
         if ends:
-            close = (
-                sa.update(job_assignments)
-                .where(
-                    job_assignments.c.job_id == sa.bindparam("a_job"),
-                    job_assignments.c.attempt == sa.bindparam("a_attempt"),
-                    job_assignments.c.ended_at.is_(None),
-                )
-                .values(outcome=sa.bindparam("a_outcome"), ended_at=self.dialect.now())
-            )
-            conn.execute(close, ends)
+            conn.execute(closing(self.dialect), ends)
 
     def _insert_assignment(self, *, ended: bool) -> sa.Insert:
         d = self.dialect
