@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -23,12 +23,13 @@ from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.schedules import Schedule
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.workflow import FailurePolicy, check_policy
-from ledgerq.runtime import cron as _cron
 from ledgerq.runtime.locks import HeldLock, Locks
-from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
 from ledgerq.runtime.worker import Worker, new_worker_id
 from ledgerq.task import Task
 from ledgerq.workflows import Workflow, WorkflowEventFeed, Workflows
+
+if TYPE_CHECKING:
+    from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -228,8 +229,11 @@ class LedgerQ:
             )
         except errors.PayloadError as exc:
             raise errors.ConfigError(f"periodic task arguments: {exc}") from None
+        # Imported here: croniter loads only where schedules are declared or fired.
+        from ledgerq.runtime import cron as cron_rules
+
         # Validated now, so a bad expression fails before anything is registered.
-        checked = _cron.build_schedule(
+        checked = cron_rules.build_schedule(
             name or "unnamed",
             cron_expression=cron,
             task="unnamed",
@@ -262,6 +266,8 @@ class LedgerQ:
         are stored by ``Scheduler.declare``, which ``ledgerq scheduler`` calls at start).
         ``instance_id`` is recorded as ``executed_by`` (defaults to host:pid:random);
         ``on_fired(schedule_name)`` (optional) counts ticks, e.g. for metrics."""
+        from ledgerq.runtime.scheduler import SchedulerOptions
+
         return bootstrap.build_scheduler(
             self.settings,
             self.parts,

@@ -19,7 +19,6 @@ from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
-from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions, job_for
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.batches import SqlBatchStore
 from ledgerq.store.engine import create_engine
@@ -34,6 +33,7 @@ from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
+    from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
     from ledgerq.store.migrate import MigrationStatus
     from ledgerq.transport.redis import RedisTransport
 
@@ -340,6 +340,9 @@ def build_scheduler(
 ) -> Scheduler:
     """A scheduler on the ledger of ``parts`` whose jobs are announced on the producer
     transport of ``settings``; ``instance_id`` is recorded as each run's ``executed_by``."""
+    # Imported here: only a process that runs the scheduler needs it (and croniter).
+    from ledgerq.runtime.scheduler import Scheduler, job_for
+
     return Scheduler(
         SqlScheduleStore(parts.store),
         producer_transport(settings),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.store import pg_statements as pg
@@ -64,7 +64,7 @@ class Dialect:
     def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
         """Insert ``row`` into ``table`` unless its primary key exists (waiting for a
         concurrent inserter of the same key to finish); True if inserted."""
-        insert: Any = postgresql.insert if self.name == "postgresql" else sqlite.insert
+        insert: Any = postgresql.insert if self.name == "postgresql" else _sqlite().insert
         key = table.primary_key.columns[0]  # RETURNING: rowcount is -1 here under psycopg
         stmt = insert(table).values(row).on_conflict_do_nothing().returning(key)
         return conn.execute(stmt).first() is not None
@@ -327,7 +327,7 @@ class SqliteDialect(Dialect):
         return sa.func.strftime(self._format, "now", modifier)
 
     def _insert_ignore(self) -> Any:
-        return sqlite.insert(jobs).on_conflict_do_nothing()
+        return _sqlite().insert(jobs).on_conflict_do_nothing()
 
 
 def dialect_for(engine_dialect_name: str) -> Dialect:
@@ -349,3 +349,10 @@ def max_connections(conn: Connection) -> int | None:
     if name in ("mysql", "mariadb"):
         return int(conn.exec_driver_sql("SELECT @@max_connections").scalar_one())
     return None
+
+
+def _sqlite() -> Any:
+    """SQLAlchemy's SQLite dialect module, imported on first use (not by every worker)."""
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite

@@ -15,13 +15,13 @@ import click
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.core import errors
-from ledgerq.metrics.exporter import HealthExporter
-from ledgerq.metrics.prometheus import MetricsHub
 from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions
 from ledgerq.runtime.worker import Worker
 
 if TYPE_CHECKING:
     from ledgerq.application import LedgerQ
+    from ledgerq.metrics.exporter import HealthExporter
+    from ledgerq.metrics.prometheus import MetricsHub
     from ledgerq.runtime.scheduler import Scheduler
 
 
@@ -134,8 +134,12 @@ def start(
     app = cli.app(tasks_needed=True)
     _refuse_a_ledger_without_tables(app)
     queue_names = Settings._split_queues(queues) if queues else None
-    hub = MetricsHub() if health_port is not None else None
-    if hub is not None:
+    hub = None
+    if health_port is not None:
+        # Imported only here: a worker that serves no metrics starts without them.
+        from ledgerq.metrics.prometheus import MetricsHub
+
+        hub = MetricsHub()
         hub.watch_cpu()
     worker = app.worker(
         driver=driver,  # type: ignore[arg-type]  # click.Choice checked it
@@ -183,6 +187,8 @@ def start(
 
 
 def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> HealthExporter:
+    from ledgerq.metrics.exporter import HealthExporter
+
     def is_alive() -> bool:
         alive = not worker.stop_requested
         hub.sink.record_health_check(alive)
