@@ -86,7 +86,7 @@ class Membership:
         )
 
     def ended(
-        self, claim: Claim, outcome: fleet.Outcome | None, started_at: datetime | None = None
+        self, claim: Claim, outcome: fleet.Outcome | None, started_at: datetime | None
     ) -> None:
         """Record how an attempt ended here; None means the ledger refused it (``lost``).
         ``started_at`` (the claim's time) lets a ledger that has no row of the attempt yet

@@ -423,4 +423,4 @@ class Worker:
             if held is ctx:
                 del self._inflight[ctx.job_id]
         if self.membership is not None:
-            self.membership.ended(ctx.claim, None)
+            self.membership.ended(ctx.claim, None, ctx.job.started_at)

@@ -122,7 +122,7 @@ class Dialect:
     #: ``job_assignments`` rows themselves (else the worker's recorder writes that history).
     records_history_inline = False
 
-    def close_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
+    def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
         """Write the history rows of ``(job_id, attempt, outcome)`` whose outcomes were just
         written in ``conn``'s transaction (only where ``records_history_inline``)."""
 
@@ -221,7 +221,7 @@ class PostgresDialect(Dialect):
     claims_hints_natively = True
     records_history_inline = True
 
-    def close_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
+    def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
         if ends:
             ids, attempts, outcomes = (list(column) for column in zip(*ends, strict=True))
             conn.execute(

@@ -265,7 +265,7 @@ class SqlJobStore(SqlJobClaims):
                         for c, ok in zip(completions, applied, strict=True)
                         if ok
                     ]
-                    self.dialect.close_assignments(conn, ends)
+                    self.dialect.end_assignments(conn, ends)
             if batch_ids:
                 # Batch members: their outcomes and the batch's callbacks in one transaction.
                 advance_batches(conn, self.dialect, batch_ids, callbacks)
