@@ -11,8 +11,6 @@ from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
 
-_HOLDS_WRITE_LOCK = "ledgerq_holds_write_lock"
-
 #: Execution option marking a transaction that only reads (SQLite then skips the write lock).
 READ_ONLY_OPTION = "ledgerq_read_only"
 
@@ -103,6 +101,10 @@ def _configure_sqlite(engine: sa.Engine) -> None:
     # Threads of one process queue here for the write lock instead of in SQLite's busy
     # handler, which polls with sleeps of up to 100 ms.
     write_lock = threading.RLock()
+    # The connections (by id) whose transaction holds it. Not kept in ``conn.info``: reading
+    # that on a connection a KeyboardInterrupt invalidated raises instead of ending the
+    # transaction (a Ctrl-C then showed a traceback, and a held lock would never be released).
+    holders: set[int] = set()
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
@@ -118,10 +120,11 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         except BaseException:
             write_lock.release()
             raise
-        conn.info[_HOLDS_WRITE_LOCK] = True
+        holders.add(id(conn))
 
     def _on_end(conn: sa.Connection) -> None:
-        if conn.info.pop(_HOLDS_WRITE_LOCK, False):
+        if id(conn) in holders:
+            holders.discard(id(conn))
             write_lock.release()
 
     sa.event.listen(engine, "commit", _on_end)
