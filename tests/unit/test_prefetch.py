@@ -1,5 +1,5 @@
 """The prefetch room: fixed when given, else about 20 ms of work at the recent job duration,
-between 1x and 4x the concurrency."""
+between 1x and 2x the concurrency."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def test_automatic_prefetch_stays_at_the_concurrency_for_long_jobs() -> None:
 def test_automatic_prefetch_holds_about_20_ms_of_work_in_between() -> None:
     room = PrefetchRoom(concurrency=4, prefetch=None)
     for _ in range(500):
-        room.observe(0.002)  # 4 slots x 20 ms / 2 ms = 40 jobs, capped at 4 x 4 = 16
-    assert room.capacity == 4 + 16
+        room.observe(0.004)  # 4 slots x 20 ms / 4 ms = 20 jobs, capped at 2 x 4 = 8
+    assert room.capacity == 4 + 8
     room = PrefetchRoom(concurrency=10, prefetch=None)
     for _ in range(500):
         room.observe(0.015)  # 10 x 20 / 15 = 13 jobs: between the bounds

@@ -11,7 +11,7 @@ from __future__ import annotations
 #: Seconds of work (at the recent mean job duration) the automatic prefetch holds ahead.
 AUTO_HORIZON_SECONDS = 0.02
 #: The automatic prefetch is at most this many times the concurrency.
-AUTO_MAX_FACTOR = 4
+AUTO_MAX_FACTOR = 2
 #: Weight of the newest duration in the running mean.
 _EWMA_WEIGHT = 0.05
 
