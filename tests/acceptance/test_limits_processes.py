@@ -148,14 +148,6 @@ def test_rate_limit_of_50_per_second_holds_over_four_processes(
     began = sorted(r[0] for r in db.rows(sa.select(limits_app.runs.c.began)))
     # Over 5 s: the 10% of the limit plus the blur of a loaded machine's thread switches.
     assert most_in_window(began, 5.0) <= 275
-    from ledgerq.store.tables import job_assignments as ja
-
-    print(
-        "postponed",
-        db.rows(sa.select(sa.func.count()).where(ja.c.outcome == "requeued")),
-        "span",
-        started[-1] - first,
-    )
     # Waiting spent no attempt: each job ran once and keeps its whole budget.
     budgets = db.rows(sa.select(jobs.c.max_attempts - jobs.c.attempt).distinct())
     assert budgets == [(1,)]

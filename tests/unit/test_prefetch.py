@@ -1,9 +1,9 @@
 """The prefetch room: fixed when given, else about 20 ms of work at the recent job duration,
-between 1x and 2x the concurrency."""
+between 1x and 4x the concurrency."""
 
 from __future__ import annotations
 
-from ledgerq.runtime.prefetch import AUTO_MAX_FACTOR, PrefetchRoom
+from ledgerq.runtime.prefetch import AUTO_MAX_FACTOR, LIMITED_HOLD_SECONDS, PrefetchRoom
 
 
 def test_a_fixed_prefetch_never_moves() -> None:
@@ -34,9 +34,40 @@ def test_automatic_prefetch_stays_at_the_concurrency_for_long_jobs() -> None:
 def test_automatic_prefetch_holds_about_20_ms_of_work_in_between() -> None:
     room = PrefetchRoom(concurrency=4, prefetch=None)
     for _ in range(500):
-        room.observe(0.004)  # 4 slots x 20 ms / 4 ms = 20 jobs, capped at 2 x 4 = 8
-    assert room.capacity == 4 + 8
+        room.observe(0.002)  # 4 slots x 20 ms / 2 ms = 40 jobs, capped at 4 x 4 = 16
+    assert room.capacity == 4 + 16
     room = PrefetchRoom(concurrency=10, prefetch=None)
     for _ in range(500):
         room.observe(0.015)  # 10 x 20 / 15 = 13 jobs: between the bounds
     assert room.capacity == 10 + 13
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_limited_job_holds_the_automatic_prefetch_at_its_floor_for_a_while() -> None:
+    clock = FakeClock()
+    room = PrefetchRoom(concurrency=4, prefetch=None, clock=clock)
+    for _ in range(200):
+        room.observe(0.0005)
+    assert room.capacity == 4 + AUTO_MAX_FACTOR * 4
+    room.observe_limited()  # e.g. a rate-limited job: short handler, but it waits to start
+    assert room.capacity == 8
+    clock.now += LIMITED_HOLD_SECONDS - 0.1
+    for _ in range(200):
+        room.observe(0.0005)  # short unlimited jobs do not lift the floor before it expires
+    assert room.capacity == 8
+    clock.now += 0.2
+    room.observe(0.0005)
+    assert room.capacity == 4 + AUTO_MAX_FACTOR * 4
+
+
+def test_a_fixed_prefetch_ignores_limited_jobs() -> None:
+    room = PrefetchRoom(concurrency=4, prefetch=12)
+    room.observe_limited()
+    assert room.capacity == 16

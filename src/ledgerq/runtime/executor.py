@@ -50,6 +50,11 @@ class _Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def _limited(run: _Run) -> bool:
+    """Whether the run's task has limits (its jobs may wait for an admission)."""
+    return run.spec is not None and run.spec.limits is not None
+
+
 class Executor:
     """A fixed number of execution slots. ``submit`` hands a job to a free slot; every finished
     attempt is reported exactly once through ``on_complete``."""
@@ -178,7 +183,7 @@ class Executor:
             if run is None:
                 return
             if not self._may_start(run):
-                self._release_slot()
+                self._release_slot(limited=_limited(run))
                 continue
             run.thread_id = threading.get_ident()
             run.started = time.monotonic()
@@ -282,11 +287,13 @@ class Executor:
             run.finished = True
         if completion is not None:
             self._on_complete(completion)
-        self._release_slot(time.monotonic() - run.started)
+        self._release_slot(time.monotonic() - run.started, limited=_limited(run))
 
-    def _release_slot(self, ran_seconds: float | None = None) -> None:
+    def _release_slot(self, ran_seconds: float | None = None, limited: bool = False) -> None:
         with self._cond:
-            if ran_seconds is not None:
+            if limited:
+                self._room.observe_limited()
+            elif ran_seconds is not None:
                 self._room.observe(ran_seconds)
             self._busy -= 1
             if self._busy == 0 or self._room.capacity - self._busy >= self._wanted:

@@ -73,8 +73,10 @@ class Fetcher:
         self.dropped_hints = 0
         """Ids from the transport whose claim failed (already taken, finished, unknown)."""
         self._last_fetch = time.monotonic()
-        #: Seconds to wait before each claim while there is a backlog (fair sharing).
+        #: Seconds to wait per slot's worth of jobs claimed, before each claim while there is a
+        #: backlog (fair sharing).
         self.pace_seconds = 0.0
+        self._last_batch = 0
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
     def stop(self) -> None:
@@ -95,7 +97,10 @@ class Fetcher:
             if self._executor.wait_for_free_slot(0.25) == 0:
                 continue
             if backlog and self.pace_seconds > 0:
-                self._stop.wait(self.pace_seconds)  # ahead of the peers: let them catch up
+                # Ahead of the peers: let them catch up. The pause grows with the last batch,
+                # so the throttle per job holds when the prefetch (and so the batch) grows.
+                scale = max(self._last_batch, 1) / self._policy.concurrency
+                self._stop.wait(self.pace_seconds * scale)
             if backlog:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.
@@ -235,5 +240,6 @@ class Fetcher:
         self._claimed += len(jobs)
         if jobs:
             self._staged_before_exit = False
+            self._last_batch = len(jobs)
         for job in jobs:
             self._on_claimed(job)

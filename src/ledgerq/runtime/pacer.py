@@ -1,7 +1,7 @@
 """Pacer: fair sharing between workers of the same queues. Each worker reports how many jobs
 it finished per second over a recent window; a worker running ahead of its peers' mean waits
-a little before each claim while there is a backlog, so the slower ones catch up. Without a
-backlog, or alone, it never waits."""
+a little before each claim while there is a backlog (the fetcher scales the delay by its last
+batch), so the slower ones catch up. Without a backlog, or alone, it never waits."""
 
 from __future__ import annotations
 

@@ -4,14 +4,23 @@ A fixed number (``PREFETCH=N``) is kept as given. Unset, the room follows the jo
 holds about ``AUTO_HORIZON_SECONDS`` of work beyond its slots at the recent mean duration,
 between the concurrency and ``AUTO_MAX_FACTOR`` times it. Short jobs then come in larger
 batches (fewer round trips per job), while long jobs keep the small prefetch that keeps the
-sharing between workers fair (a prefetched long job waits behind a running one)."""
+sharing between workers fair (a prefetched long job waits behind a running one).
+
+Jobs of limited tasks (rate, concurrency, circuit breaker) hold the automatic prefetch at its
+floor for ``LIMITED_HOLD_SECONDS``: their handlers may be short, but a job claimed ahead would
+sit in this worker's inbox waiting for its admission, as a claim its peers cannot take."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 #: Seconds of work (at the recent mean job duration) the automatic prefetch holds ahead.
 AUTO_HORIZON_SECONDS = 0.02
 #: The automatic prefetch is at most this many times the concurrency.
-AUTO_MAX_FACTOR = 2
+AUTO_MAX_FACTOR = 4
+#: After a job of a limited task, the automatic prefetch stays at its floor this long.
+LIMITED_HOLD_SECONDS = 10.0
 #: Weight of the newest duration in the running mean.
 _EWMA_WEIGHT = 0.05
 
@@ -20,11 +29,18 @@ class PrefetchRoom:
     """The executor's capacity: running slots plus prefetch, fixed or following the jobs.
     Not thread-safe: the executor calls it under its own lock."""
 
-    def __init__(self, concurrency: int, prefetch: int | None) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        prefetch: int | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``prefetch`` None: automatic (starts at the concurrency)."""
         self._concurrency = concurrency
         self._fixed = prefetch
+        self._clock = clock
         self._mean_seconds: float | None = None
+        self._floor_until = float("-inf")
         self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
 
     @property
@@ -39,6 +55,16 @@ class PrefetchRoom:
         mean = self._mean_seconds
         mean = seconds if mean is None else mean + _EWMA_WEIGHT * (seconds - mean)
         self._mean_seconds = mean
+        if self._clock() < self._floor_until:
+            return
         ahead = int(self._concurrency * AUTO_HORIZON_SECONDS / max(mean, 1e-6))
         prefetch = min(max(ahead, self._concurrency), AUTO_MAX_FACTOR * self._concurrency)
         self.capacity = self._concurrency + prefetch
+
+    def observe_limited(self) -> None:
+        """Take in that a job of a limited task came through (admitted or held back): the
+        automatic prefetch drops to its floor and stays there for ``LIMITED_HOLD_SECONDS``."""
+        if self._fixed is not None:
+            return
+        self._floor_until = self._clock() + LIMITED_HOLD_SECONDS
+        self.capacity = 2 * self._concurrency
