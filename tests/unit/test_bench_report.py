@@ -1,5 +1,6 @@
-"""The pure parts of ``ledgerq bench``: parsing harness lines, medians, ratios, targets and the
-shapes of the table and JSON. No timing is asserted anywhere: speed is never a unit test."""
+"""The pure parts of ``ledgerq bench``: parsing harness lines, medians, ratios and the shapes of
+the tables and JSON (the targets: test_bench_targets.py). No timing is asserted anywhere: speed
+is never a unit test."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ledgerq.benchmark.report import METRIC_BY_KEY, Cell, Report
 from ledgerq.cli.commands import bench
 
 LQ = "ledgerq_postgresql"
+REDIS = "ledgerq_postgresql_redis"
 
 
 def row(target: str, mode: str, trial: int = 1, **values: Any) -> dict[str, Any]:
@@ -50,7 +52,7 @@ def test_parse_result_line_without_an_object_is_none(stdout: str) -> None:
 def test_cell_is_the_median_of_the_trials() -> None:
     rows = [row("rq", "enqueue_single", t, rate=r) for t, r in ((1, 30.0), (2, 10.0), (3, 20.0))]
     cell = report.summarize_cell(rows, METRIC_BY_KEY["enqueue_single"])
-    assert cell == Cell(20.0, (30.0, 10.0, 20.0), "")
+    assert cell == Cell(20.0, (30.0, 10.0, 20.0), "", (1, 2, 3))
 
 
 def test_cell_falls_back_to_the_partial_rate() -> None:
@@ -132,41 +134,60 @@ def test_ratios_cover_peers_only() -> None:
     assert found["pgqueuer"]["latency_p99"] == 2.0
 
 
-# -- targets -------------------------------------------------------------------------------
+def test_ratios_by_target_cover_every_measured_ledgerq_target() -> None:
+    rows = full_rows(REDIS, scale=1.6, p99=4.0) + full_rows(LQ) + full_rows("pgqueuer", 0.8, 8.0)
+    found = report.ratios_by_target(report.summarize(rows))
+    assert list(found) == [REDIS, LQ]
+    assert list(found[REDIS]) == ["pgqueuer"]
+    assert found[REDIS]["pgqueuer"]["drain"] == pytest.approx(9600 / 4800)
+    assert found[REDIS]["pgqueuer"]["latency_p99"] == pytest.approx(8.0 / 4.0)
+    assert found[LQ]["pgqueuer"]["drain"] == pytest.approx(6000 / 4800)
+    assert found[LQ]["pgqueuer"]["latency_p99"] == pytest.approx(8.0 / 5.0)
 
 
-def targets_of(rows: list[dict[str, Any]]) -> dict[str, report.TargetResult]:
-    return {t.name.split()[0]: t for t in Report.from_rows(rows).targets}
+def test_trial_ratios_pair_trial_i_with_trial_i() -> None:
+    drain = METRIC_BY_KEY["drain"]
+    ours = Cell(6.0, (4.0, 6.0, 9.0), "", (1, 2, 3))
+    assert report.trial_ratios(drain, ours, Cell(3.0, (2.0, 3.0, 3.0), "", (1, 2, 3))) == [
+        2.0,
+        2.0,
+        3.0,
+    ]
+    assert report.trial_ratios(drain, ours, Cell(2.0, (2.0, 3.0), "", (1, 2))) == []
+    two = Cell(5.0, (4.0, 6.0), "", (1, 2))
+    assert report.trial_ratios(drain, two, Cell(2.5, (2.0, 3.0), "", (1, 3))) == []
 
 
-def test_targets_met_with_margins() -> None:
-    found = targets_of(full_rows(LQ) + full_rows("pgqueuer", scale=0.8))
-    assert all(t.met for t in found.values())
-    assert found["drain"].margin == "1.25x (+25%)"
-    assert found["drain"].detail == "drain no-op, 1st→last: 1.25x"
-    assert found["io"].margin == "1,500 jobs/s = 93.8% (+3.8 points)"
-    assert found["start"].margin == "5.0 ms (5.0 ms under)"
+# -- rows of a Redis run, three trials (test_bench_targets.py uses them too) ---------------
+
+# Per trial: drain (launch→last, 1st→last) jobs/s and latency (p50, p99) ms.
+REDIS_DRAIN = ((4000.0, 5000.0), (4500.0, 5400.0), (5000.0, 6000.0))
+PGQUEUER_DRAIN = ((3000.0, 3900.0), (3600.0, 4000.0), (4000.0, 4100.0))
+DRAMATIQ_DRAIN = ((2500.0, 2600.0), (2000.0, 2700.0), (2600.0, 2800.0))
+REDIS_LATENCY_MS = ((2.0, 4.0), (2.5, 4.5), (3.0, 6.0))
+PGQUEUER_LATENCY_MS = ((3.0, 12.0), (3.5, 13.0), (4.0, 14.0))
 
 
-def test_targets_missed_with_margins() -> None:
-    rows = full_rows(LQ, scale=0.5, p99=12.5) + full_rows("pgqueuer")
-    found = targets_of(rows)
-    assert not any(t.met for t in found.values())
-    assert found["bulk"].margin == "0.50x (-50%)"
-    assert found["io"].margin == "750 jobs/s = 46.9% (-43.1 points)"
-    assert found["start"].margin == "12.5 ms (2.5 ms over)"
+def trial_rows(
+    target: str, drain: tuple[tuple[float, float], ...], latency: tuple[tuple[float, float], ...]
+) -> list[dict[str, Any]]:
+    rows = [
+        row(target, "drain", i, rate_from_launch=launch, rate_first_to_last=first)
+        for i, (launch, first) in enumerate(drain, 1)
+    ]
+    rows += [
+        row(target, "latency", i, p50_ms=p50, p99_ms=p99, sent=2000, completed=2000)
+        for i, (p50, p99) in enumerate(latency, 1)
+    ]
+    return rows
 
 
-def test_ratio_targets_without_pgqueuer_are_not_measured() -> None:
-    found = targets_of(full_rows(LQ))
-    assert found["drain"].met is None
-    assert found["bulk"].met is None
-    assert found["io"].met is True
-
-
-def test_io_target_at_exactly_90_percent_is_met() -> None:
-    rows = [row(LQ, "io", rate_from_launch=1000.0, rate_first_to_last=1440.0)]
-    assert targets_of(rows)["io"].met is True
+def redis_only_rows() -> list[dict[str, Any]]:
+    return (
+        trial_rows(REDIS, REDIS_DRAIN, REDIS_LATENCY_MS)
+        + trial_rows("pgqueuer", PGQUEUER_DRAIN, PGQUEUER_LATENCY_MS)
+        + trial_rows("dramatiq", DRAMATIQ_DRAIN, PGQUEUER_LATENCY_MS)
+    )
 
 
 # -- shapes --------------------------------------------------------------------------------
@@ -186,7 +207,11 @@ def test_json_has_results_ratios_and_targets() -> None:
     assert data["results"]["pgqueuer"]["drain"]["value"] == 4800.0
     assert data["results"]["arq"]["enqueue_bulk"]["note"] == "n/a"
     assert data["ratios"]["pgqueuer"]["drain"] == pytest.approx(1.25)
-    assert [t["met"] for t in data["targets"]] == [True, True, True, True]
+    assert list(data["ratios_by_target"]) == [LQ, "ledgerq_sqlite"]
+    assert data["ratios_by_target"][LQ]["pgqueuer"]["drain"] == pytest.approx(1.25)
+    assert data["ratios_by_target"]["ledgerq_sqlite"]["pgqueuer"]["drain"] == pytest.approx(0.625)
+    assert [t["met"] for t in data["targets"]] == [True] * 4 + [None] * 3
+    assert [t["ledgerq"] for t in data["targets"]] == [LQ] * 4 + [REDIS] * 3
     assert [m["key"] for m in data["metrics"]][:2] == ["enqueue_single", "enqueue_bulk"]
     assert data["problems"] == ["arq drain (trial 1): RuntimeError: boom"]
 
@@ -202,10 +227,25 @@ def test_table_has_ledgerq_columns_then_peers_with_ratios() -> None:
         "pgqueuer",
         "arq",
     ]
-    console = Console(width=200, record=True)
+    text = render(table)
+    assert "4,800" in text and "n/a" in text
+    assert "postgresql: 1.25x" in text and "sqlite: 0.62x" in text
+
+
+def render(table: Any) -> str:
+    console = Console(width=250, record=True)
     console.print(table)
-    text = console.export_text()
-    assert "4,800" in text and "1.25x" in text and "n/a" in text
+    return console.export_text()
+
+
+def test_terminal_tables_of_a_redis_only_run() -> None:
+    found = Report.from_rows(redis_only_rows(), {"trials": 3})
+    text = render(tables.results_table(found))
+    assert "4,500" in text and "3,600" in text and "1.25x" in text and "1.80x" in text
+    assert "postgresql_redis:" not in text  # one ledgerq target: ratios need no name
+    targets = render(tables.targets_table(found))
+    assert "ledgerq/postgresql_redis" in targets and "ledgerq/postgresql " in targets
+    assert "1.25x (+4% vs 1.2x)" in targets and "MISSED" in targets
 
 
 def test_markdown_has_figures_ratios_and_targets() -> None:
@@ -213,7 +253,28 @@ def test_markdown_has_figures_ratios_and_targets() -> None:
     assert "| measurement | unit | ledgerq/postgresql | ledgerq/sqlite | pgqueuer | arq |" in text
     assert "| drain no-op, launch→last | 1.25x | - |" in text
     assert "| drain ≥ 1.0x pgqueuer (launch→last) | met | 1.25x (+25%) |" in text
+    assert text.count("'s ratio to each peer") == 2
+    assert "ledgerq/sqlite's ratio to each peer" in text
+    assert "| drain no-op, launch→last | 0.62x | - |" in text
+    assert "| target (ledgerq/postgresql_redis) | result | measured | also |" in text
     assert text.endswith("Failed runs:\n\n- arq drain (trial 1): RuntimeError: boom\n")
+
+
+def test_markdown_of_a_redis_only_run_shows_its_ratios_and_targets() -> None:
+    text = tables.markdown(Report.from_rows(redis_only_rows(), {"trials": 3}))
+    assert "ledgerq/postgresql's ratio" not in text
+    assert "ledgerq/postgresql_redis's ratio to each peer (above 1.00x" in text
+    assert "| measurement | pgqueuer | dramatiq |" in text
+    assert "| drain no-op, launch→last | 1.25x | 1.80x |" in text
+    assert "| start latency p99 | 2.89x | 2.89x |" in text  # 13.0 ms ÷ 4.5 ms
+    assert "| start latency p99 ≤ 10 ms (LISTEN/NOTIFY) | not measured | not measured |  |" in text
+    assert (
+        "| drain ≥ 2.0x dramatiq (Redis, launch→last) | MISSED | 1.80x (-10% vs 2.0x) "
+        "| drain no-op, 1st→last: 2.00x; trials: 1.60x, 2.25x, 1.92x |"
+    ) in text
+    assert (
+        "| start latency p99 ≤ 5 ms (Redis) | met | 4.5 ms (0.5 ms under) | p50: 2.5 ms |" in text
+    )
 
 
 @pytest.mark.parametrize(

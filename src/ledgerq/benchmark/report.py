@@ -1,5 +1,6 @@
-"""Pure result handling of ``ledgerq bench``: harness JSON lines in, medians per cell, ledgerq's
-ratio to each peer and the issue's four targets out. No I/O, so every rule here is unit-tested.
+"""Pure result handling of ``ledgerq bench``: harness JSON lines in, medians per cell, each
+ledgerq target's ratio to each peer and the issue's targets (rules in targets.py) out. No I/O,
+so every rule here is unit-tested.
 
 Ratios are always oriented so that above 1.0 means ledgerq is better: ledgerq ÷ peer for
 throughput, peer ÷ ledgerq for latency.
@@ -12,14 +13,15 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-#: The target whose ratios and targets are reported: ledgerq on PostgreSQL.
+if TYPE_CHECKING:
+    from ledgerq.benchmark.targets import TargetResult
+
+#: ledgerq on PostgreSQL: the subject of the JSON's ``ratios`` and of the polling targets.
 REFERENCE = "ledgerq_postgresql"
 #: How every ratio is oriented (shown in the JSON output).
 RATIO_ORIENTATION = "above 1.0 = ledgerq better (throughput ledgerq/peer, latency peer/ledgerq)"
-#: Theoretical ceiling of the io workload: 16 slots / 10 ms, in jobs/s.
-IO_CEILING = 1600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +80,13 @@ METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    """The median of one metric over a target's trials; ``note`` says what is unusual."""
+    """The median of one metric over a target's trials; ``note`` says what is unusual.
+    ``trial_ids`` holds the ``trial`` of each value in ``trials``, to pair trials of two targets."""
 
     value: float | None
     trials: tuple[float, ...] = ()
     note: str = ""
+    trial_ids: tuple[object, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
@@ -134,20 +138,22 @@ def summarize_cell(
     if any("skipped" in r for r in rows):
         return Cell(None, note="n/a")
     errors = [r for r in rows if "error" in r]
-    values = tuple(float(r[metric.field]) for r in rows if _finite(r.get(metric.field)))
+    kept = [r for r in rows if _finite(r.get(metric.field))]
+    used = metric.field
     notes = []
-    if not values and metric.partial_field:
-        values = tuple(
-            float(r[metric.partial_field]) for r in rows if _finite(r.get(metric.partial_field))
-        )
-        notes.append("partial" if values else "")
+    if not kept and metric.partial_field:
+        used = metric.partial_field
+        kept = [r for r in rows if _finite(r.get(used))]
+        notes.append("partial" if kept else "")
+    values = tuple(float(r[used]) for r in kept)
     if not values:
         return Cell(None, note="error" if errors else "no result")
     if errors:
         notes.append(f"{len(errors)} of {len(rows)} trials failed")
     if metric.mode == "latency":
         notes += _latency_notes(rows, lat_rate)
-    return Cell(statistics.median(values), values, ", ".join(filter(None, notes)))
+    ids = tuple(r.get("trial") for r in kept)
+    return Cell(statistics.median(values), values, ", ".join(filter(None, notes)), ids)
 
 
 def _latency_notes(rows: Sequence[Mapping[str, Any]], lat_rate: float | None) -> list[str]:
@@ -217,90 +223,19 @@ def ratios(
     }
 
 
-@dataclass(frozen=True, slots=True)
-class TargetResult:
-    """One of the issue's targets: whether it is met (None: not measured) and by how much."""
-
-    name: str
-    met: bool | None
-    value: float | None
-    threshold: float
-    margin: str
-    detail: str = ""
-
-    def as_json(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return {
-            "name": self.name,
-            "met": self.met,
-            "value": self.value,
-            "threshold": self.threshold,
-            "margin": self.margin,
-            "detail": self.detail,
-        }
+def ratios_by_target(
+    summary: Mapping[str, Mapping[str, Cell]],
+) -> dict[str, dict[str, dict[str, float | None]]]:
+    """ledgerq target -> peer -> metric key -> ratio, for every measured ledgerq target."""
+    return {t: ratios(summary, t) for t in summary if t.startswith("ledgerq_")}
 
 
-def _value(summary: Mapping[str, Mapping[str, Cell]], target: str, key: str) -> float | None:
-    return summary.get(target, {}).get(key, Cell(None)).value
-
-
-def _ratio_target(
-    summary: Mapping[str, Mapping[str, Cell]], name: str, key: str, peer: str, also: str | None
-) -> TargetResult:
-    metric = METRIC_BY_KEY[key]
-    found = ratio(metric, _value(summary, REFERENCE, key), _value(summary, peer, key))
-    if found is None:
-        return TargetResult(
-            name, None, None, 1.0, f"not measured (needs {display_name(REFERENCE)} and {peer})"
-        )
-    detail = ""
-    if also is not None:
-        other = ratio(
-            METRIC_BY_KEY[also], _value(summary, REFERENCE, also), _value(summary, peer, also)
-        )
-        if other is not None:
-            detail = f"{METRIC_BY_KEY[also].label}: {other:.2f}x"
-    return TargetResult(
-        name, found >= 1.0, found, 1.0, f"{found:.2f}x ({(found - 1) * 100:+.0f}%)", detail
-    )
-
-
-def _io_target(summary: Mapping[str, Mapping[str, Cell]]) -> TargetResult:
-    name = "io 10 ms x16 ≥ 90% of 1,600 jobs/s (1st→last)"
-    threshold = 0.9 * IO_CEILING
-    value = _value(summary, REFERENCE, "io_first")
-    if value is None:
-        return TargetResult(name, None, None, threshold, "not measured")
-    share = value / IO_CEILING * 100
-    launch = _value(summary, REFERENCE, "io")
-    detail = f"launch→last: {launch:,.0f} jobs/s = {launch / IO_CEILING:.1%}" if launch else ""
-    margin = f"{value:,.0f} jobs/s = {share:.1f}% ({share - 90:+.1f} points)"
-    return TargetResult(name, value >= threshold, value, threshold, margin, detail)
-
-
-def _latency_target(summary: Mapping[str, Mapping[str, Cell]]) -> TargetResult:
-    name = "start latency p99 ≤ 10 ms (LISTEN/NOTIFY)"
-    value = _value(summary, REFERENCE, "latency_p99")
-    if value is None:
-        return TargetResult(name, None, None, 10.0, "not measured")
-    gap = 10.0 - value
-    margin = f"{value:.1f} ms ({abs(gap):.1f} ms {'under' if gap >= 0 else 'over'})"
-    p50 = _value(summary, REFERENCE, "latency_p50")
-    return TargetResult(
-        name, value <= 10.0, value, 10.0, margin, f"p50: {p50:.1f} ms" if p50 else ""
-    )
-
-
-def evaluate_targets(summary: Mapping[str, Mapping[str, Cell]]) -> list[TargetResult]:
-    """The issue's four targets for ledgerq on PostgreSQL."""
-    return [
-        _ratio_target(
-            summary, "drain ≥ 1.0x pgqueuer (launch→last)", "drain", "pgqueuer", "drain_first"
-        ),
-        _ratio_target(summary, "bulk enqueue ≥ 1.0x pgqueuer", "enqueue_bulk", "pgqueuer", None),
-        _io_target(summary),
-        _latency_target(summary),
-    ]
+def trial_ratios(metric: Metric, ours: Cell, peer: Cell) -> list[float | None]:
+    """ledgerq's ratio to the peer per trial, trial i with trial i (they ran in one round);
+    empty unless both have the same trials."""
+    if len(ours.trials) != len(peer.trials) or ours.trial_ids != peer.trial_ids:
+        return []
+    return [ratio(metric, a, b) for a, b in zip(ours.trials, peer.trials, strict=True)]
 
 
 @dataclass
@@ -308,7 +243,7 @@ class Report:
     """Everything one ``ledgerq bench`` run shows: cells, ratios and targets."""
 
     summary: dict[str, dict[str, Cell]]
-    ratios: dict[str, dict[str, float | None]]
+    ratios_by_target: dict[str, dict[str, dict[str, float | None]]]
     targets: list[TargetResult]
     context: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
@@ -321,9 +256,15 @@ class Report:
         lat_rate: float | None = None,
     ) -> Report:
         """Build the report of harness result rows; ``lat_rate`` is the latency run's pace."""
+        from ledgerq.benchmark.targets import evaluate_targets  # targets.py builds on this module
+
         summary = summarize(rows, lat_rate)
         return cls(
-            summary, ratios(summary), evaluate_targets(summary), dict(context or {}), problems(rows)
+            summary,
+            ratios_by_target(summary),
+            evaluate_targets(summary),
+            dict(context or {}),
+            problems(rows),
         )
 
     def metrics(self) -> list[Metric]:
@@ -332,7 +273,8 @@ class Report:
         return [m for m in METRICS if m.key in keys]
 
     def as_json(self) -> dict[str, Any]:
-        """Raw medians, ratios and targets as one JSON-ready document."""
+        """Raw medians, ratios and targets as one JSON-ready document. ``ratios`` keeps its
+        shape (``reference``'s ratio per peer); ``ratios_by_target`` has every ledgerq target's."""
         return {
             **self.context,
             "reference": REFERENCE,
@@ -349,7 +291,8 @@ class Report:
             "results": {
                 t: {k: c.as_json() for k, c in cells.items()} for t, cells in self.summary.items()
             },
-            "ratios": self.ratios,
+            "ratios": ratios(self.summary),
+            "ratios_by_target": self.ratios_by_target,
             "targets": [t.as_json() for t in self.targets],
             "problems": self.problems,
         }

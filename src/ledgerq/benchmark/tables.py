@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from rich.table import Table
 from rich.text import Text
 
-from ledgerq.benchmark.report import Cell, Metric, Report, TargetResult, display_name
+from ledgerq.benchmark.report import Cell, Metric, Report, display_name
+from ledgerq.benchmark.targets import TargetResult
 
 RATIO_CAPTION = (
-    "Under each peer's figure: ledgerq/postgresql's ratio to it (throughput ledgerq ÷ peer, "
+    "Under each peer's figure: each ledgerq target's ratio to it (throughput ledgerq ÷ peer, "
     "latency peer ÷ ledgerq), so above 1.00x ledgerq is better."
 )
+RATIO_NOTE = "above 1.00x = ledgerq better: throughput ledgerq ÷ peer, latency peer ÷ ledgerq"
 
 
 def format_value(metric: Metric, value: float | None) -> str:
@@ -50,8 +54,18 @@ def _split(report: Report) -> tuple[list[str], list[str]]:
     return ours, [t for t in report.summary if not t.startswith("ledgerq_")]
 
 
+def _ratio(report: Report, ledgerq: str, peer: str, key: str) -> float | None:
+    return report.ratios_by_target.get(ledgerq, {}).get(peer, {}).get(key)
+
+
+def _by_ledgerq(report: Report) -> list[tuple[str, list[TargetResult]]]:
+    """The targets grouped by the ledgerq target they are about, in evaluation order."""
+    return [(key, list(group)) for key, group in groupby(report.targets, lambda t: t.ledgerq)]
+
+
 def results_table(report: Report) -> Table:
-    """Rows = measurements; columns = ledgerq per backend, then each peer with the ratio."""
+    """Rows = measurements; columns = ledgerq per backend, then each peer with the ratio of
+    each ledgerq target to it (named by backend when there are several)."""
     ours, peers = _split(report)
     trials = report.context.get("trials", 1)
     table = Table(
@@ -68,22 +82,34 @@ def results_table(report: Report) -> Table:
         row += [format_cell(metric, report.summary[t].get(metric.key)) for t in ours]
         for peer in peers:
             text = Text(format_cell(metric, report.summary[peer].get(metric.key)))
-            found = report.ratios.get(peer, {}).get(metric.key)
-            if found is not None:
-                text.append(f"\n{format_ratio(found)}", style="green" if found >= 1 else "red")
+            for ledgerq in ours:
+                found = _ratio(report, ledgerq, peer, metric.key)
+                if found is None:
+                    continue
+                label = f"{ledgerq.removeprefix('ledgerq_')}: " if len(ours) > 1 else ""
+                style = "green" if found >= 1 else "red"
+                text.append(f"\n{label}{format_ratio(found)}", style=style)
             row.append(text)
         table.add_row(*row)
     return table
 
 
 def targets_table(report: Report) -> Table:
-    """The issue's targets for ledgerq/postgresql: met or missed, and by how much."""
-    table = Table(title="targets (ledgerq/postgresql)")
-    for column in ("target", "result", "measured", "also"):
+    """The issue's targets, a section per ledgerq target: met or missed, and by how much."""
+    table = Table(title="targets")
+    for column in ("ledgerq", "target", "result", "measured", "also"):
         table.add_column(column)
-    for target in report.targets:
-        style = "green" if target.met else ("red" if target.met is False else "yellow")
-        table.add_row(target.name, Text(verdict(target), style=style), target.margin, target.detail)
+    for ledgerq, group in _by_ledgerq(report):
+        for i, target in enumerate(group):
+            style = "green" if target.met else ("red" if target.met is False else "yellow")
+            table.add_row(
+                display_name(ledgerq) if i == 0 else "",
+                target.name,
+                Text(verdict(target), style=style),
+                target.margin,
+                target.detail,
+                end_section=i == len(group) - 1,
+            )
     return table
 
 
@@ -102,24 +128,20 @@ def markdown(report: Report) -> str:
     for metric in metrics:
         cells = [format_cell(metric, report.summary[t].get(metric.key)) for t in [*ours, *peers]]
         lines.append(_md_row([metric.label, metric.unit, *cells]))
-    if peers:
-        lines += [
-            "",
-            "ledgerq/postgresql's ratio to each peer (above 1.00x = ledgerq better: "
-            "throughput ledgerq ÷ peer, latency peer ÷ ledgerq):",
-            "",
-        ]
+    for ledgerq in ours if peers else []:  # a ratio table per ledgerq target
+        lines += ["", f"{display_name(ledgerq)}'s ratio to each peer ({RATIO_NOTE}):", ""]
         lines.append(_md_row(["measurement", *peers]))
         lines.append(_md_row(["---"] * (1 + len(peers))))
         for metric in metrics:
-            found = [format_ratio(report.ratios.get(p, {}).get(metric.key)) for p in peers]
+            found = [format_ratio(_ratio(report, ledgerq, p, metric.key)) for p in peers]
             lines.append(_md_row([metric.label, *found]))
-    lines += [
-        "",
-        _md_row(["target (ledgerq/postgresql)", "result", "measured", "also"]),
-        _md_row(["---"] * 4),
-    ]
-    lines += [_md_row([t.name, verdict(t), t.margin, t.detail]) for t in report.targets]
+    for ledgerq, group in _by_ledgerq(report):
+        lines += [
+            "",
+            _md_row([f"target ({display_name(ledgerq)})", "result", "measured", "also"]),
+            _md_row(["---"] * 4),
+        ]
+        lines += [_md_row([t.name, verdict(t), t.margin, t.detail]) for t in group]
     if report.problems:
         lines += ["", "Failed runs:", ""] + [f"- {p}" for p in report.problems]
     return "\n".join(lines) + "\n"
