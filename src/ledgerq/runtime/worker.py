@@ -4,16 +4,10 @@ in-flight jobs within a grace period and puts back the rest."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import socket
-import threading
-import time
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 
 import structlog
 
@@ -21,7 +15,7 @@ from ledgerq.core import errors, fleet
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
-from ledgerq.core.operations import EventSink, JobFinished
+from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import (
     Completion,
     ControlChannel,
@@ -31,7 +25,8 @@ from ledgerq.core.ports import (
     WorkerStore,
     WorkflowStore,
 )
-from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime.bookkeeper import Bookkeeper, WorkerStats
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.executor import Executor
@@ -81,17 +76,6 @@ class WorkerOptions:
     failover_check_interval_seconds: float = 5.0
 
 
-@dataclass
-class WorkerStats:
-    """What this worker did: attempts written per outcome state, refused stale writes, jobs
-    put back at shutdown, and transport hints dropped because their claim failed."""
-
-    outcomes: Counter[str] = field(default_factory=Counter)
-    refused: int = 0
-    requeued: int = 0
-    dropped_hints: int = 0
-
-
 class Worker:
     """Runs jobs until stopped. ``run()`` blocks; ``request_stop()`` may be called from a
     signal handler (it only sets flags)."""
@@ -117,29 +101,30 @@ class Worker:
         With ``fleet_store`` the worker registers, heartbeats, records health checks and its
         assignment history, obeys stop requests and fails over dead workers. ``gate``
         (optional) holds back jobs of rate-, concurrency- or breaker-limited tasks."""
-        self._gate = gate
         self.id = worker_id or new_worker_id()
-        self._events = events
-        self._claimed_at: dict[int, float] = {}
         self.options = options
-        self.stats = WorkerStats()
         self._store = store
         self._transport = transport
         self._control = control
         self._items = items  # batch items of running jobs (``ctx.items()``)
-        self._inflight: dict[int, JobContext] = {}
-        self._lock = threading.Lock()
         self._stop_requested = False
         self._immediate = False
-        self._completer = Completer(store, self._on_written)
+        self.membership = (
+            Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
+        )
+        self._book = Bookkeeper(
+            store, transport, events=events, gate=gate, membership=self.membership
+        )
+        self.stats = self._book.stats
+        self._completer = Completer(store, self._book.record_written)
         self._executor = Executor(
             registry=registry,
             codec=codec,
             concurrency=options.concurrency,
             on_complete=self._on_attempt_done,
             prefetch=options.prefetch,
-            on_skipped=self._forget,
-            admit=self._admit if gate is not None else None,
+            on_skipped=self._book.forget,
+            admit=self._book.admit if gate is not None else None,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -176,14 +161,10 @@ class Worker:
         self._pacer = Pacer(
             window_seconds=max(12 * options.heartbeat_interval_seconds, PACE_WINDOW_SECONDS)
         )
-        self.membership = (
-            Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
-        )
 
     def running_jobs(self) -> list[JobContext]:
         """Contexts of the jobs this worker holds right now."""
-        with self._lock:
-            return list(self._inflight.values())
+        return self._book.held_jobs()
 
     def transport_fallback_active(self) -> bool:
         """Whether this worker polls the database because its Redis transport failed."""
@@ -253,7 +234,7 @@ class Worker:
             if not self._wait_idle(grace):
                 log.warning("grace period over; putting unfinished jobs back", grace_s=grace)
         self._completer.flush(30.0)
-        self._put_back_unfinished()
+        self._book.put_back_unfinished()
         self._heartbeater.stop()
         self._janitor.stop()
         self._executor.stop()
@@ -278,106 +259,25 @@ class Worker:
             remaining -= 0.1
         return self._executor.busy == 0
 
-    def _put_back_unfinished(self) -> None:
-        contexts = self.running_jobs()
-        if not contexts:
-            return
-        try:
-            applied = self._store.requeue_jobs([c.claim for c in contexts])
-        except errors.StoreError as exc:
-            # The leases still expire, and the rescuer will requeue these jobs.
-            log.error("could not put jobs back", error=str(exc), jobs=len(contexts))
-            applied = [False] * len(contexts)
-        # Only after the put-back: a handler that returns when asked to stop must not get
-        # its early return recorded as the job's outcome.
-        for ctx in contexts:
-            ctx.mark_lost()
-            ctx.request_stop()
-        self.stats.requeued += sum(applied)
-        if self.membership is not None:
-            for ctx, ok in zip(contexts, applied, strict=True):
-                outcome = fleet.Outcome.REQUEUED if ok else None
-                self.membership.ended(ctx.claim, outcome, ctx.job.started_at)
-        log.info("unfinished jobs put back to queued", jobs=sum(applied))
-        hints = [c.job.hint for c, ok in zip(contexts, applied, strict=True) if ok]
-        with contextlib.suppress(errors.TransportError):
-            self._transport.push(hints)  # else idle workers and the reconciler find them
-
     def _on_attempt_done(self, completion: Completion) -> None:
         # Marked before the write: a heartbeat racing the completion is then refused
         # without the job being taken for lost.
-        with self._lock:
-            ctx = self._inflight.get(completion.claim.job_id)
-        if ctx is not None and ctx.attempt == completion.claim.attempt:
-            ctx.mark_completing()
+        self._book.mark_completing(completion)
         self._completer.add(completion)
 
     def _on_claimed(self, job: Job) -> None:
         ctx = JobContext(job, self._items)
-        with self._lock:
-            self._inflight[job.id] = ctx
-            if self._events is not None:
-                self._claimed_at[job.id] = time.monotonic()
-        if self.membership is not None and not self._store.records_history_inline:
-            self.membership.started(job)
+        self._book.hold(ctx)
         self._executor.submit(ctx)
 
-    def _admit(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
-        """Ask the limit gate; a job it postponed is forgotten here, recorded as requeued."""
-        assert self._gate is not None
-        if self._gate.admit(ctx.job, spec):
-            return True
-        with self._lock:
-            if self._inflight.get(ctx.job_id) is ctx:
-                del self._inflight[ctx.job_id]
-            self._claimed_at.pop(ctx.job_id, None)
-        if self.membership is not None:
-            self.membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.started_at)
-        return False
-
-    def _on_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
-        if self._gate is not None:
-            for completion, applied in written:
-                self._gate.settle(completion, applied)
-        started: dict[int, datetime | None] = {}  # of attempts ended here, for the history
-        with self._lock:
-            for completion, applied in written:
-                ctx = self._inflight.get(completion.claim.job_id)
-                if ctx is not None and ctx.attempt == completion.claim.attempt:
-                    started[ctx.job_id] = ctx.job.started_at
-                    del self._inflight[completion.claim.job_id]
-                    if self._events is not None and applied:
-                        self._emit_finished(ctx, completion)
-                if applied:
-                    self.stats.outcomes[completion.state.value] += 1
-                else:
-                    self.stats.refused += 1
-        if self.membership is not None:
-            inline = self._store.records_history_inline  # applied ends are written already
-            for completion, applied in written:
-                if not (applied and inline):
-                    outcome = fleet.Outcome(completion.state.value) if applied else None
-                    when = started.get(completion.claim.job_id)
-                    self.membership.ended(completion.claim, outcome, when)
-
-    def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
-        started = self._claimed_at.pop(ctx.job_id, None)
-        duration = time.monotonic() - started if started is not None else 0.0
-        assert self._events is not None
-        self._events.emit(
-            JobFinished(ctx.job.queue, ctx.job.task, completion.state.value, duration)
-        )
-
     def _is_settled(self) -> bool:
-        with self._lock:
-            return not self._inflight and self._executor.busy == 0
+        return self._book.holds_none() and self._executor.busy == 0
 
     # -- fleet membership (see runtime/membership.py) ----------------------------------------
 
     def pulse(self) -> fleet.Pulse:
         """What the heartbeat reports: jobs in flight and done, age of the last fetch."""
-        with self._lock:
-            in_flight = len(self._inflight)
+        in_flight = self._book.count_held()
         done = sum(self.stats.outcomes.values())
         rate = self._pacer.sample(done)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
@@ -411,16 +311,5 @@ class Worker:
         lost = [ctx for ctx in self.running_jobs() if not ctx.owns_job and not ctx.completing]
         for ctx in lost:
             ctx.request_stop()
-            self._forget(ctx)
+            self._book.forget(ctx)
         return len(lost)
-
-    def _forget(self, ctx: JobContext) -> None:
-        """Drop a run the worker no longer owns (it never reports an outcome)."""
-        if self._gate is not None:
-            self._gate.forget(ctx.claim)
-        with self._lock:
-            held = self._inflight.get(ctx.job_id)
-            if held is ctx:
-                del self._inflight[ctx.job_id]
-        if self.membership is not None:
-            self.membership.ended(ctx.claim, None, ctx.job.started_at)

@@ -12,13 +12,13 @@ With a ``fallback`` transport (the ``auto`` driver), a Redis error switches the 
 fallback (polling) at once, logged once; Redis is probed with backoff and used again when it
 answers. Without one (the ``redis`` driver), errors are raised as ``TransportError``.
 
-This is the only module that imports redis.
+This is the only module that imports redis; its redis-free parts live beside it, the wire
+format in ``wire.py`` and the fallback state machine in ``outage.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import threading
 import time
@@ -32,6 +32,8 @@ from ledgerq.core import errors
 from ledgerq.core.job import JobHint
 from ledgerq.core.limits import Rate, RateDecision
 from ledgerq.core.ports import Transport
+from ledgerq.transport import wire
+from ledgerq.transport.outage import PROBE_FIRST_SECONDS, PROBE_MAX_SECONDS, OutageTracker
 
 log = structlog.get_logger("ledgerq.transport.redis")
 
@@ -39,11 +41,6 @@ log = structlog.get_logger("ledgerq.transport.redis")
 PUSH_CHUNK = 1000
 #: The longest single blocking pop; longer waits loop, so a dead server is noticed promptly.
 MAX_BLOCK_SECONDS = 1.0
-#: Backoff between probes of a Redis server that failed, doubling up to the cap.
-PROBE_FIRST_SECONDS = 0.5
-PROBE_MAX_SECONDS = 5.0
-_ID_WIDTH = 20
-_MAX_ID = 2**63 - 1
 _REDIS_ERRORS = (redis.RedisError, OSError)
 
 
@@ -86,17 +83,26 @@ class RedisTransport:
         self._wake_key = f"{self.prefix}:wake:{secrets.token_hex(8)}"
         self._rotation = 0
         self._lock = threading.Lock()
-        self._down = False
-        self._next_probe = 0.0
-        self._probe_backoff = PROBE_FIRST_SECONDS
-        self.fallback_active = False
-        """True while a worker polls the database because Redis failed."""
-        self.fallbacks = 0
-        """How often this transport fell back to polling."""
+        self._outage = OutageTracker(has_fallback=fallback is not None)
         self.malformed_ids = 0
         """Popped members that were not job ids (dropped, never executed)."""
         self.pushed = 0
         self._closed = threading.Event()
+
+    @property
+    def fallback_active(self) -> bool:
+        """True while a worker polls the database because Redis failed."""
+        return self._outage.fallback_active
+
+    @fallback_active.setter
+    def fallback_active(self, active: bool) -> None:
+        # The Transport port declares a plain (settable) attribute.
+        self._outage.fallback_active = active
+
+    @property
+    def fallbacks(self) -> int:
+        """How often this transport fell back to polling."""
+        return self._outage.fallbacks
 
     def key(self, queue: str) -> str:
         """The sorted set of ``queue``'s hints."""
@@ -111,11 +117,12 @@ class RedisTransport:
         the jobs are in the ledger and the reconciler re-sends them."""
         if not hints:
             return
-        if self._down and time.monotonic() < self._next_probe:
+        if self._outage.skipping():
             raise errors.TransportError("Redis is unavailable; the reconciler will send these")
         by_key: dict[str, dict[bytes, int]] = {}
         for hint in hints:
-            by_key.setdefault(self.key(hint.queue), {})[_member(hint.job_id)] = hint.priority
+            member = wire.encode_member(hint.job_id)
+            by_key.setdefault(self.key(hint.queue), {})[member] = hint.priority
         try:
             pipe = self._client.pipeline(transaction=False)
             for key, members in by_key.items():
@@ -124,23 +131,23 @@ class RedisTransport:
                     pipe.zadd(key, dict(items[start : start + PUSH_CHUNK]))
             pipe.execute()
         except _REDIS_ERRORS as exc:
-            self._failed(exc)
+            self._outage.failed(exc)
             raise errors.TransportError(f"Redis push failed: {exc}") from exc
-        self._recovered()
+        self._outage.recovered()
         self.pushed += len(hints)
 
     # -- worker side -----------------------------------------------------------------------
 
     def carries_ids(self) -> bool:
         """True unless falling back to polling; probes Redis when a probe is due."""
-        if self.fallback_active and time.monotonic() >= self._next_probe:
+        if self.fallback_active and self._outage.probe_due():
             self._probe()
         return not self.fallback_active
 
     def pull(self, *, queues: Sequence[str], limit: int, timeout: float) -> list[int]:
         """Pop up to ``limit`` ids from ``queues``, waiting up to ``timeout`` seconds."""
         if self.fallback_active and self._fallback is not None:
-            if time.monotonic() >= self._next_probe:
+            if self._outage.probe_due():
                 self._probe()
             if self.fallback_active:
                 return self._fallback.pull(queues=queues, limit=limit, timeout=timeout)
@@ -155,11 +162,11 @@ class RedisTransport:
             try:
                 popped = self._pop(keys, limit, block)
             except _REDIS_ERRORS as exc:
-                self._failed(exc)
+                self._outage.failed(exc)
                 if self._fallback is None:
                     raise errors.TransportError(f"Redis pull failed: {exc}") from exc
                 return []
-            self._recovered()
+            self._outage.recovered()
             if popped is not None:
                 return popped
             if time.monotonic() >= deadline:
@@ -178,14 +185,14 @@ class RedisTransport:
         if not reply:
             return None
         key, members = reply[0], reply[1]
-        if _text(key) == self._wake_key:
+        if wire.decode_text(key) == self._wake_key:
             return []
         ids: list[int] = []
         for member, _score in members:
-            job_id = _parse_id(member)
+            job_id = wire.parse_member(member)
             if job_id is None:
                 self.malformed_ids += 1
-                log.warning("dropped a malformed job id from Redis", key=_text(key))
+                log.warning("dropped a malformed job id from Redis", key=wire.decode_text(key))
             else:
                 ids.append(job_id)
         return ids
@@ -217,7 +224,7 @@ class RedisTransport:
 
     def publish_stop(self, *, worker_id: str | None, mode: str) -> None:
         """Publish a stop request (the database holds the same request)."""
-        message = json.dumps({"worker_id": worker_id, "mode": mode})
+        message = wire.encode_stop(worker_id, mode)
         try:
             self._client.publish(self.control_channel, message)
         except _REDIS_ERRORS as exc:
@@ -226,7 +233,7 @@ class RedisTransport:
     def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
         """Deliver stop requests to ``handler`` from a daemon thread; resubscribes with backoff
         after a Redis failure. Malformed messages are ignored."""
-        self._subscribe(self.control_channel, lambda data: _dispatch_stop(data, handler))
+        self._subscribe(self.control_channel, lambda data: wire.dispatch_stop(data, handler))
 
     @property
     def workflow_channel(self) -> str:
@@ -236,14 +243,16 @@ class RedisTransport:
     def publish_workflow_events(self, workflow_ids: Sequence[str]) -> None:
         """Signal that these workflows have new feed events."""
         try:
-            self._client.publish(self.workflow_channel, json.dumps(sorted(workflow_ids)))
+            self._client.publish(self.workflow_channel, wire.encode_workflow_ids(workflow_ids))
         except _REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis publish failed: {exc}") from exc
 
     def subscribe_workflow_events(self, handler: Callable[[list[str]], None]) -> None:
         """Call ``handler(workflow_ids)`` for every signal from a daemon thread (resubscribing
         with backoff after a failure) until ``close``. Malformed messages are ignored."""
-        self._subscribe(self.workflow_channel, lambda data: _dispatch_ids(data, handler))
+        self._subscribe(
+            self.workflow_channel, lambda data: wire.dispatch_workflow_ids(data, handler)
+        )
 
     def _subscribe(self, channel: str, on_data: Callable[[Any], None]) -> None:
         thread = threading.Thread(
@@ -294,7 +303,7 @@ class RedisTransport:
         except _REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis does not answer: {exc}") from exc
         value = reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy")
-        return _text(value) if value is not None else None
+        return wire.decode_text(value) if value is not None else None
 
     def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
         """Hints waiting in Redis per queue (they may include stale ids)."""
@@ -320,76 +329,9 @@ class RedisTransport:
         try:
             self._client.ping()
         except _REDIS_ERRORS as exc:
-            self._failed(exc)
+            self._outage.failed(exc)
             return
-        self._recovered()
-
-    def _failed(self, exc: BaseException) -> None:
-        with self._lock:
-            now = time.monotonic()
-            if not self._down:
-                self._down = True
-                self._probe_backoff = PROBE_FIRST_SECONDS
-                if self._fallback is not None:
-                    self.fallback_active = True
-                    self.fallbacks += 1
-                    log.warning(
-                        "Redis failed; falling back to polling the database", error=str(exc)
-                    )
-                else:
-                    log.warning("Redis failed", error=str(exc))
-            else:
-                self._probe_backoff = min(self._probe_backoff * 2, PROBE_MAX_SECONDS)
-            self._next_probe = now + self._probe_backoff
-
-    def _recovered(self) -> None:
-        if not self._down:
-            return
-        with self._lock:
-            if self._down:
-                self._down = False
-                if self.fallback_active:
-                    log.warning("Redis answers again; back to the redis driver")
-                else:
-                    log.info("Redis answers again")
-                self.fallback_active = False
-
-
-def _dispatch_stop(data: Any, handler: Callable[[str | None, str], None]) -> None:
-    try:
-        message = json.loads(data)
-        worker_id, mode = message["worker_id"], message["mode"]
-    except (ValueError, TypeError, KeyError):
-        log.warning("ignored a malformed control message")
-        return
-    if mode in ("graceful", "immediate") and (worker_id is None or isinstance(worker_id, str)):
-        handler(worker_id, mode)
-
-
-def _dispatch_ids(data: Any, handler: Callable[[list[str]], None]) -> None:
-    try:
-        ids = json.loads(_text(data))
-    except ValueError:
-        return
-    if isinstance(ids, list):
-        handler([str(i) for i in ids])
-
-
-def _member(job_id: int) -> bytes:
-    return b"%020d" % job_id
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _parse_id(member: Any) -> int | None:
-    """A job id from a set member, or None for anything that is not one."""
-    raw = member if isinstance(member, bytes) else str(member).encode()
-    if not raw or len(raw) > _ID_WIDTH or not raw.isdigit():
-        return None
-    value = int(raw)
-    return value if 0 < value <= _MAX_ID else None
+        self._outage.recovered()
 
 
 # -- fleet-wide rate limits (core/limits.py): GCRA, one key per limit name ------------------

@@ -1,0 +1,68 @@
+"""The redis driver's wire format, kept free of the redis client: job ids as zero-padded set
+members (parsed strictly, so a foreign member is never taken for a job), and the JSON of stop
+requests and workflow signals (malformed messages are dropped, never raised)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("ledgerq.transport.redis")
+
+#: Digits of a member: every positive 64-bit id fits, so members sort in id order.
+ID_WIDTH = 20
+MAX_ID = 2**63 - 1
+
+
+def encode_member(job_id: int) -> bytes:
+    """The set member of ``job_id``: zero-padded, so equal scores pop the oldest first."""
+    return b"%020d" % job_id
+
+
+def parse_member(member: Any) -> int | None:
+    """A job id from a set member, or None for anything that is not one."""
+    raw = member if isinstance(member, bytes) else str(member).encode()
+    if not raw or len(raw) > ID_WIDTH or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if 0 < value <= MAX_ID else None
+
+
+def decode_text(value: Any) -> str:
+    """A reply value (bytes or not) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def encode_stop(worker_id: str | None, mode: str) -> str:
+    """A stop request for ``worker_id`` (None: every worker) in ``mode``."""
+    return json.dumps({"worker_id": worker_id, "mode": mode})
+
+
+def dispatch_stop(data: Any, handler: Callable[[str | None, str], None]) -> None:
+    """Call ``handler(worker_id, mode)`` for a well-formed stop request; ignore anything else."""
+    try:
+        message = json.loads(data)
+        worker_id, mode = message["worker_id"], message["mode"]
+    except (ValueError, TypeError, KeyError):
+        log.warning("ignored a malformed control message")
+        return
+    if mode in ("graceful", "immediate") and (worker_id is None or isinstance(worker_id, str)):
+        handler(worker_id, mode)
+
+
+def encode_workflow_ids(workflow_ids: Sequence[str]) -> str:
+    """A signal that ``workflow_ids`` have new feed events."""
+    return json.dumps(sorted(workflow_ids))
+
+
+def dispatch_workflow_ids(data: Any, handler: Callable[[list[str]], None]) -> None:
+    """Call ``handler(workflow_ids)`` for a well-formed workflow signal; ignore anything else."""
+    try:
+        ids = json.loads(decode_text(data))
+    except ValueError:
+        return
+    if isinstance(ids, list):
+        handler([str(i) for i in ids])
