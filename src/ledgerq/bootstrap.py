@@ -169,13 +169,16 @@ def check_eviction_policy(transport: RedisTransport, *, strict: bool) -> str | N
     return policy
 
 
-def polling_transport(parts: Parts, queues: tuple[str, ...]) -> PollingTransport:
-    """Polling, woken by LISTEN/NOTIFY on PostgreSQL."""
+def polling_transport(
+    parts: Parts, queues: tuple[str, ...], *, fallback: bool = False
+) -> PollingTransport:
+    """Polling, woken by LISTEN/NOTIFY on PostgreSQL. As Redis's ``fallback``, it listens only
+    once it is first used."""
     waker: Waker | None = None
     if parts.store.dialect.name == "postgresql":
         from ledgerq.store.listener import PgNotifyWaker
 
-        waker = PgNotifyWaker(parts.store.engine, set(queues))
+        waker = PgNotifyWaker(parts.store.engine, set(queues), lazy=fallback)
     return PollingTransport(waker)
 
 
@@ -192,7 +195,7 @@ def build_transport(
     resolved = resolve_driver(settings, driver)
     if resolved == "dbpoll":
         return polling_transport(parts, queues)
-    fallback = polling_transport(parts, queues) if resolved == "auto" else None
+    fallback = polling_transport(parts, queues, fallback=True) if resolved == "auto" else None
     transport = redis_transport(settings, fallback)
     try:
         check_eviction_policy(transport, strict=strict)
