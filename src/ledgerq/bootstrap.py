@@ -134,7 +134,7 @@ def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpo
     return driver
 
 
-def redis_transport(settings: Settings, fallback: Transport | None = None) -> RedisTransport:
+def redis_transport(settings: Settings, fallback: PollingTransport | None = None) -> RedisTransport:
     """A RedisTransport for ``settings`` (the one place that imports the redis adapter)."""
     from ledgerq.transport.redis import RedisTransport
 

@@ -144,10 +144,30 @@ def test_without_fallback_a_dead_server_raises(redis_server: RedisServer) -> Non
         t.close()
 
 
+class CountingWaker:
+    """A Waker that counts how often it was waited on and put to rest."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+        self.rests = 0
+
+    def wait(self, timeout: float) -> bool:
+        self.waits += 1
+        time.sleep(min(timeout, 0.05))
+        return False
+
+    def rest(self) -> None:
+        self.rests += 1
+
+    def close(self) -> None:
+        return None
+
+
 def test_falls_back_to_polling_and_returns_when_redis_answers(
     redis_server: RedisServer,
 ) -> None:
-    t = RedisTransport(redis_server.url, namespace="test", fallback=PollingTransport())
+    waker = CountingWaker()
+    t = RedisTransport(redis_server.url, namespace="test", fallback=PollingTransport(waker))
     try:
         assert t.carries_ids()
         redis_server.kill()
@@ -156,9 +176,12 @@ def test_falls_back_to_polling_and_returns_when_redis_answers(
         assert time.monotonic() - started < 1.0, "fallback took longer than a second"
         assert t.fallback_active and not t.carries_ids()
         assert t.fallbacks == 1
+        t.pull(queues=["q"], limit=1, timeout=0.1)  # polling waits on the fallback's waker
+        assert waker.waits >= 1 and waker.rests == 0
         redis_server.start()
         wait_until(t.carries_ids, timeout=15, what="switch back to Redis")
         assert not t.fallback_active
+        assert waker.rests == 1  # the fallback stops listening while Redis carries the ids
         t.push([JobHint(5, "q", 0)])
         assert t.pull(queues=["q"], limit=1, timeout=1) == [5]
     finally:

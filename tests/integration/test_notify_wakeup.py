@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from ledgerq import JobContext, JobState, LedgerQ
-from ledgerq.store.listener import PgNotifyWaker
+import pytest
+import sqlalchemy as sa
+
+from ledgerq import JobContext, JobState, LedgerQ, Task
+from ledgerq.store.listener import LISTENER_NAME, PgNotifyWaker
 from tests.helpers import running_worker, wait_until
 
 
@@ -31,38 +36,71 @@ def test_idle_worker_is_woken_by_notify(make_database_url: Callable[[str], str])
         app.close()
 
 
-def test_a_lazy_waker_listens_from_its_first_wait(make_database_url: Callable[[str], str]) -> None:
-    """A Redis worker's fallback listens only once used: until then no NOTIFY wakes it."""
-    app = LedgerQ(database_url=make_database_url("postgresql"))
+@dataclass
+class Lazy:
+    """A lazy waker on a fresh PostgreSQL ledger, and a task to enqueue there. The queue is the
+    test's own: the tests' ledgers share one database, so NOTIFYs of the others reach it too."""
 
-    @app.task()
+    app: LedgerQ
+    ping: Task[..., None]
+    waker: PgNotifyWaker
+
+    def listening(self, pid: int | None) -> bool:
+        """Whether backend ``pid`` is an open listening connection."""
+        stmt = sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND application_name = :name"
+        )
+        with self.app.parts.store.engine.connect() as conn:
+            return conn.execute(stmt, {"pid": pid, "name": LISTENER_NAME}).scalar_one() == 1
+
+
+@pytest.fixture
+def lazy(make_database_url: Callable[[str], str]) -> Iterator[Lazy]:
+    app = LedgerQ(database_url=make_database_url("postgresql"))
+    queue = f"lazy-{secrets.token_hex(4)}"
+
+    @app.task(queue=queue)
     def ping(ctx: JobContext) -> None:
         return None
 
-    waker = PgNotifyWaker(app.parts.store.engine, {"default"}, lazy=True)
-    try:
-        ping.enqueue()
-        assert not waker.started
-        # The first wait starts listening and asks for one more claim at once: the job above
-        # was committed before LISTEN, so no notification of it can ever come.
-        began = time.monotonic()
-        assert waker.wait(30.0)
-        assert time.monotonic() - began < 5.0 and waker.started
-        assert not waker.wait(0.2)  # nothing new since
-        ping.enqueue()
-        assert waker.wait(10.0)  # now a notification wakes it
-    finally:
-        waker.close()
-        app.close()
+    waker = PgNotifyWaker(app.parts.store.engine, {queue}, lazy=True)
+    yield Lazy(app, ping, waker)
+    waker.close()
+    app.close()
 
 
-def test_a_closed_lazy_waker_never_starts(make_database_url: Callable[[str], str]) -> None:
-    app = LedgerQ(database_url=make_database_url("postgresql"))
-    waker = PgNotifyWaker(app.parts.store.engine, {"default"}, lazy=True)
-    try:
-        waker.close()
-        began = time.monotonic()
-        assert waker.wait(1.0)  # a closed waker returns at once (its event is set)
-        assert not waker.started and time.monotonic() - began < 0.5
-    finally:
-        app.close()
+def test_a_lazy_waker_listens_from_its_first_wait(lazy: Lazy) -> None:
+    """A Redis worker's fallback listens only once used: until then no NOTIFY wakes it."""
+    lazy.ping.enqueue()
+    assert not lazy.waker.started and lazy.waker.listener_pid is None
+    # The first wait starts listening and asks for one more claim at once: the job above was
+    # committed before LISTEN, so no notification of it can ever come.
+    began = time.monotonic()
+    assert lazy.waker.wait(30.0)
+    assert time.monotonic() - began < 5.0 and lazy.waker.started
+    assert lazy.listening(lazy.waker.listener_pid)
+    assert not lazy.waker.wait(0.2)  # nothing new since
+    lazy.ping.enqueue()
+    assert lazy.waker.wait(10.0)  # now a notification wakes it
+
+
+def test_a_resting_waker_closes_its_connection_and_listens_again_when_used(lazy: Lazy) -> None:
+    """Redis answers again: the fallback rests, so NOTIFYs stop waking this worker."""
+    assert lazy.waker.wait(5.0)
+    first = lazy.waker.listener_pid
+    assert lazy.listening(first)
+    lazy.waker.rest()
+    assert not lazy.waker.started
+    wait_until(lambda: not lazy.listening(first), timeout=5, what="LISTEN closed")
+    assert lazy.waker.wait(30.0)  # used again: listens, and asks for one more claim at once
+    assert lazy.waker.started and lazy.listening(lazy.waker.listener_pid)
+    assert not lazy.waker.wait(0.2)
+    lazy.ping.enqueue()
+    assert lazy.waker.wait(10.0)
+
+
+def test_a_closed_lazy_waker_never_starts(lazy: Lazy) -> None:
+    lazy.waker.close()
+    began = time.monotonic()
+    assert lazy.waker.wait(1.0)  # a closed waker returns at once (its event is set)
+    assert not lazy.waker.started and time.monotonic() - began < 0.5

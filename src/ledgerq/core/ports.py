@@ -180,6 +180,9 @@ class Waker(Protocol):
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True if woken by a signal of new work."""
 
+    def rest(self) -> None:
+        """Stop listening until the next ``wait`` (a fallback that is no longer used)."""
+
     def close(self) -> None:
         """Release the underlying connection."""
 

@@ -9,6 +9,9 @@ import sqlalchemy as sa
 
 from ledgerq.store.pg_statements import NOTIFY_CHANNEL
 
+#: ``application_name`` of the listening connection (visible in ``pg_stat_activity``).
+LISTENER_NAME = "ledgerq-listen"
+
 
 class PgNotifyWaker:
     """A Waker that returns as soon as a ``NOTIFY ledgerq_jobs`` for one of its queues arrives.
@@ -16,9 +19,10 @@ class PgNotifyWaker:
     A background thread holds one autocommit connection listening on the channel; a lost
     connection only costs latency (the fetcher still polls), and it reconnects with backoff.
 
-    ``lazy``: listen only from the first ``wait`` (a Redis worker's fallback): while Redis
-    carries the ids, every enqueue's NOTIFY would wake the listening thread of every worker
-    for nothing, and its GIL time delays the jobs Redis just handed over.
+    ``lazy``: listen only from the first ``wait`` (a Redis worker's fallback), and ``rest``
+    stops listening until the next one (Redis answers again). While Redis carries the ids,
+    every enqueue's NOTIFY would wake the listening thread of every worker for nothing, and its
+    GIL time delays the jobs Redis just handed over.
     """
 
     def __init__(self, engine: sa.Engine, queues: set[str], *, lazy: bool = False) -> None:
@@ -28,29 +32,40 @@ class PgNotifyWaker:
         self._event = threading.Event()
         self._closed = threading.Event()
         self._listening = threading.Event()
-        self._thread = threading.Thread(target=self._listen, name="ledgerq-listen", daemon=True)
-        self._start_lock = threading.Lock()
-        self.started = False
-        """Whether the listening thread runs (from construction, or from the first wait)."""
+        self._lock = threading.Lock()
+        # Set to end the current listening thread; None while not listening.
+        self._session: threading.Event | None = None
+        self.listener_pid: int | None = None
+        """Backend pid of the listening connection (None while none is open)."""
         if not lazy:
             self._start()
 
+    @property
+    def started(self) -> bool:
+        """Whether a listening thread runs (from construction, or from the first wait)."""
+        return self._session is not None
+
     def _start(self) -> bool:
-        """Start listening (once) and wait until LISTEN is in place, so no job committed after
-        the caller's next claim goes unnoticed; True if this call started it."""
-        with self._start_lock:
-            if self.started or self._closed.is_set():
+        """Start listening and wait until LISTEN is in place, so no job committed after the
+        caller's next claim goes unnoticed; True if this call started it."""
+        with self._lock:
+            if self._session is not None or self._closed.is_set():
                 return False
-            self.started = True
-            self._thread.start()
+            session = self._session = threading.Event()
+            self._listening.clear()
+            thread = threading.Thread(
+                target=self._listen, args=(session,), name="ledgerq-listen", daemon=True
+            )
+            thread.start()
         self._listening.wait(5.0)
         return True
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True if a notification arrived. A lazy waker's first
-        call starts listening and returns True at once: a job committed before LISTEN sent
-        no notification this waker saw, so the caller should claim once more."""
-        if not self.started and self._start():
+        """Block up to ``timeout`` seconds; True if a notification arrived. When not listening
+        (lazy, or at rest), the call starts listening and returns True at once: a job
+        committed before LISTEN sent no notification this waker saw, so the caller should
+        claim once more."""
+        if self._session is None and self._start():
             return True
         woken = self._event.wait(timeout)
         if woken:
@@ -59,23 +74,39 @@ class PgNotifyWaker:
             self._event.clear()
         return woken
 
+    def rest(self) -> None:
+        """Stop listening (the connection closes within half a second) until the next wait."""
+        with self._lock:
+            if self._session is not None:
+                self._session.set()
+                self._session = None
+
     def close(self) -> None:
-        """Stop listening."""
+        """Stop listening for good."""
         self._closed.set()
+        self.rest()
         self._event.set()
 
-    def _listen(self) -> None:
+    def _listen(self, session: threading.Event) -> None:
         backoff = 0.1
-        while not self._closed.is_set():
+        while not (session.is_set() or self._closed.is_set()):
             try:
-                with psycopg.connect(self._dsn, autocommit=True) as conn:
+                with psycopg.connect(
+                    self._dsn, autocommit=True, application_name=LISTENER_NAME
+                ) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    self._listening.set()
+                    if not session.is_set():
+                        self.listener_pid = conn.info.backend_pid
+                        self._listening.set()
                     backoff = 0.1
-                    while not self._closed.is_set():
-                        for note in conn.notifies(timeout=0.5):
-                            if note.payload in self._queues:
-                                self._event.set()
+                    try:
+                        while not (session.is_set() or self._closed.is_set()):
+                            for note in conn.notifies(timeout=0.5):
+                                if note.payload in self._queues:
+                                    self._event.set()
+                    finally:
+                        if self.listener_pid == conn.info.backend_pid:
+                            self.listener_pid = None
             except psycopg.Error:
-                self._closed.wait(backoff)
+                session.wait(backoff)
                 backoff = min(backoff * 2, 5.0)

@@ -58,15 +58,19 @@ class OutageTracker:
                 self._probe_backoff = min(self._probe_backoff * 2, PROBE_MAX_SECONDS)
             self._next_probe = now + self._probe_backoff
 
-    def recovered(self) -> None:
-        """Record that Redis answered: marks it up again if it was down."""
+    def recovered(self) -> bool:
+        """Record that Redis answered: marks it up again if it was down. True if this ended
+        a fallback (the caller then puts the fallback to rest)."""
         if not self._down:
-            return
+            return False
         with self._lock:
-            if self._down:
-                self._down = False
-                if self.fallback_active:
-                    log.warning("Redis answers again; back to the redis driver")
-                else:
-                    log.info("Redis answers again")
-                self.fallback_active = False
+            if not self._down:
+                return False
+            self._down = False
+            ended_fallback = self.fallback_active
+            if ended_fallback:
+                log.warning("Redis answers again; back to the redis driver")
+            else:
+                log.info("Redis answers again")
+            self.fallback_active = False
+            return ended_fallback

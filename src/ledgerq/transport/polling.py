@@ -54,6 +54,12 @@ class PollingTransport:
         """Make a blocked ``pull`` return now."""
         self._interrupted.set()
 
+    def rest(self) -> None:
+        """Not in use for now (Redis answers again): the waker stops listening until the next
+        pull, so NOTIFYs no longer wake this worker for nothing."""
+        if self._waker is not None:
+            self._waker.rest()
+
     def close(self) -> None:
         """Release the waker's connection."""
         if self._waker is not None:

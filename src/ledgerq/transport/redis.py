@@ -31,9 +31,9 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.job import JobHint
 from ledgerq.core.limits import Rate, RateDecision
-from ledgerq.core.ports import Transport
 from ledgerq.transport import wire
 from ledgerq.transport.outage import PROBE_FIRST_SECONDS, PROBE_MAX_SECONDS, OutageTracker
+from ledgerq.transport.polling import PollingTransport
 
 log = structlog.get_logger("ledgerq.transport.redis")
 
@@ -66,7 +66,7 @@ class RedisTransport:
         url: str,
         *,
         namespace: str,
-        fallback: Transport | None = None,
+        fallback: PollingTransport | None = None,
         client: Any | None = None,
     ) -> None:
         self._client: redis.Redis = client or connect(
@@ -104,6 +104,11 @@ class RedisTransport:
         """How often this transport fell back to polling."""
         return self._outage.fallbacks
 
+    def _answered(self) -> None:
+        """Redis answered: if that ends a fallback, the fallback rests (stops listening)."""
+        if self._outage.recovered() and self._fallback is not None:
+            self._fallback.rest()
+
     def key(self, queue: str) -> str:
         """The sorted set of ``queue``'s hints."""
         return f"{self.prefix}:queue:{queue}"
@@ -133,7 +138,7 @@ class RedisTransport:
         except _REDIS_ERRORS as exc:
             self._outage.failed(exc)
             raise errors.TransportError(f"Redis push failed: {exc}") from exc
-        self._outage.recovered()
+        self._answered()
         self.pushed += len(hints)
 
     # -- worker side -----------------------------------------------------------------------
@@ -166,7 +171,7 @@ class RedisTransport:
                 if self._fallback is None:
                     raise errors.TransportError(f"Redis pull failed: {exc}") from exc
                 return []
-            self._outage.recovered()
+            self._answered()
             if popped is not None:
                 return popped
             if time.monotonic() >= deadline:
@@ -331,7 +336,7 @@ class RedisTransport:
         except _REDIS_ERRORS as exc:
             self._outage.failed(exc)
             return
-        self._outage.recovered()
+        self._answered()
 
 
 # -- fleet-wide rate limits (core/limits.py): GCRA, one key per limit name ------------------
