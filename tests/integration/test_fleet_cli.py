@@ -16,11 +16,14 @@ from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from tests.helpers import wait_until
 
+#: Long enough that a loaded machine cannot make a fresh heartbeat look stale.
+TTL_SECONDS = 3.0
+
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
     monkeypatch.setenv("LEDGERQ_DATABASE_URL", database_url)
-    monkeypatch.setenv("LEDGERQ_WORKER_TTL", "1")
+    monkeypatch.setenv("LEDGERQ_WORKER_TTL", str(TTL_SECONDS))
     monkeypatch.setenv("LEDGERQ_HEARTBEAT_INTERVAL", "0.2")
     monkeypatch.setenv("LEDGERQ_FAILOVER_CHECK_INTERVAL", "0.5")
     return database_url
@@ -48,6 +51,7 @@ def test_fleet_commands(env: str, capsys: pytest.CaptureFixture[str]) -> None:
 
         listed = run_json(capsys, "worker", "list")
         assert [w["worker_id"] for w in listed] == ["h:1:a", "h:2:b"]  # type: ignore[index,union-attr]
+        admin.heartbeat_worker("h:1:a", fleet.Pulse(0, 0, 0.1))
         assert run_json(capsys, "worker", "health", "--worker-id", "h:1:a")["healthy"] is True  # type: ignore[index]
         usage = run_json(capsys, "worker", "resource-stats")
         assert usage["workers"]["h:1:a"]["memory_mb"] == 50.0  # type: ignore[index]
@@ -55,7 +59,7 @@ def test_fleet_commands(env: str, capsys: pytest.CaptureFixture[str]) -> None:
 
         # Heartbeats stop: after the TTL both are stale; failover-recovery moves the job.
         wait_until(
-            lambda: min(w.heartbeat_age_seconds for w in admin.list_workers()) > 1.0,
+            lambda: min(w.heartbeat_age_seconds for w in admin.list_workers()) > TTL_SECONDS,
             what="both heartbeats older than the TTL",
         )
         assert run(capsys, "worker", "health", "--worker-id", "h:1:a", code=1)
@@ -84,11 +88,11 @@ def test_validate_and_export_config(
     env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked = run_json(capsys, "worker", "validate-config")
-    assert checked["ok"] is True and checked["failover_within_seconds"] == 1.5  # type: ignore[index]
+    assert checked["ok"] is True and checked["failover_within_seconds"] == TTL_SECONDS + 0.5  # type: ignore[index]
     pool = run_json(capsys, "worker", "validate-pool")
     assert pool["ok"] is True and pool["latency_ms"] >= 0  # type: ignore[index]
     exported = run(capsys, "worker", "export-config")
-    assert "LEDGERQ_WORKER_TTL=1.0" in exported and "LEDGERQ_DATABASE_URL=" in exported
+    assert f"LEDGERQ_WORKER_TTL={TTL_SECONDS}" in exported and "LEDGERQ_DATABASE_URL=" in exported
     # Secrets are masked.
     monkeypatch.setenv("LEDGERQ_API_TOKEN", "s3cret")
     monkeypatch.setenv("LEDGERQ_REDIS_URL", "redis://user:hunter2@host:6379/0")
