@@ -4,8 +4,10 @@ server killed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -16,6 +18,7 @@ from ledgerq.core.states import JobState
 from ledgerq.store import pg_statements as pg
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.pg_fast import GENERIC_PLANS_NAME
 from ledgerq.store.tables import job_assignments, jobs
 
 
@@ -210,3 +213,64 @@ def test_a_completion_closes_a_row_an_earlier_release_opened_at_its_claim(
     assert store.complete_jobs([Completion(Claim(job_id, 1), JobState.SUCCEEDED)]) == [True]
     [row] = _history(store).values()
     assert (row.worker_id, row.outcome) == ("old", "succeeded") and row.ended_at is not None
+
+
+def test_hinted_claims_are_planned_once_for_every_set_of_ids(store: SqlJobStore) -> None:
+    """Claims of handed-over ids run on sessions that plan them generically: PostgreSQL would
+    otherwise plan a claim of a few ids anew on every call (a custom plan), which doubled it."""
+    ids = [r.job_id for r in store.insert_jobs([new() for _ in range(12)])]
+    for job_id in ids:  # one id per claim, as a worker at a steady trickle claims them
+        [job] = store.claim_jobs(
+            queues=["q"], worker_id="w", limit=1, lease_seconds=30, job_ids=[job_id]
+        )
+        assert job.id == job_id
+    assert store._fast is not None
+    generic = store._fast._generic_engine()
+    pooled = generic.raw_connection()  # the pool's one connection: the session that claimed
+    try:
+        cursor = pooled.cursor()
+        cursor.execute(
+            "SELECT generic_plans, custom_plans, current_setting('application_name')"
+            " FROM pg_prepared_statements WHERE statement LIKE 'WITH claimed AS%%'"
+        )
+        [(generic_plans, custom_plans, name)] = cursor.fetchall()
+    finally:
+        pooled.close()
+    assert (generic_plans, custom_plans) == (len(ids), 0)
+    assert name == GENERIC_PLANS_NAME
+    store.engine.dispose()  # disposing the store's engine closes the generic pool with it
+    assert generic.pool.checkedin() == 0
+
+
+def test_the_generic_plan_of_a_hinted_claim_reads_by_primary_key(store: SqlJobStore) -> None:
+    """The one plan serves any ids, so it must not depend on them: primary key lookups, even
+    with stale statistics after a burst into an empty table."""
+    ids = [r.job_id for r in store.insert_jobs([new() for _ in range(5000)])]
+    sql = str(pg.CLAIM_HINTED.compile(dialect=store.engine.dialect))
+    names: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)s", numbered, sql)
+    values = pg.hinted_claim_values(
+        {"hint_ids": ids[:3], "claim_limit": 3, "claim_worker": "w", "lease_s": 30.0}, ["q"]
+    )
+    pooled = store.engine.raw_connection()  # the test's schema is set on the pool's sessions
+    try:
+        cursor = psycopg.ClientCursor(pooled.driver_connection)  # literals: EXECUTE takes no $n
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE hinted AS {prepared}")  # type: ignore[call-overload]
+        arguments = ", ".join(["%s"] * len(names))
+        cursor.execute(
+            f"EXPLAIN EXECUTE hinted({arguments})",  # type: ignore[call-overload]
+            [values[name] for name in names],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    finally:
+        pooled.invalidate()  # the session's plan setting and prepared statement go with it
+    assert "$1" in plan or "ANY" in plan, plan  # generic: the ids are a parameter in the plan
+    assert "pk_jobs" in plan
+    assert "ix_jobs_claimable" not in plan and "ix_jobs_state_queue" not in plan, plan

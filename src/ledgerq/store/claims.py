@@ -70,7 +70,7 @@ class SqlJobClaims(SqlJobStaging):
             rows: Sequence[Mapping[Any, Any]]
             if self._fast is not None:
                 values = pg.hinted_claim_values(params, queues)
-                rows = self._fast.mappings(pg.CLAIM_HINTED, values, relaxed=True)
+                rows = self._fast.mappings(pg.CLAIM_HINTED, values, generic_plans=True)
             elif self.dialect.claims_hints_natively:
                 with self._single(relaxed=True) as conn:
                     rows = self.dialect.claim_hinted(conn, params, queues)

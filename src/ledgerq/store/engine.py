@@ -47,22 +47,39 @@ def normalize_url(url: str) -> sa.URL:
 IDLE_IN_TRANSACTION_SECONDS = 5
 
 
-def create_engine(url: str, *, pool_size: int = 10, relaxed: bool = False) -> sa.Engine:
+def create_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    relaxed: bool = False,
+    generic_plans: bool = False,
+    application_name: str | None = None,
+) -> sa.Engine:
     """Create an engine for ``url`` with ledgerq's per-dialect settings applied.
 
     ``relaxed`` makes a PostgreSQL engine whose commits do not wait for the WAL flush
     (``synchronous_commit = off``), for claims and heartbeats only: losing one in a crash is
     harmless because the fenced completion of a lost attempt is refused.
+
+    ``generic_plans`` makes PostgreSQL plan each prepared statement once for all parameter
+    values (``plan_cache_mode = force_generic_plan``), for statements whose best plan does
+    not depend on them (see ``pg_fast``). ``application_name`` names the sessions.
     """
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
     if backend == "postgresql":
         existing = parsed.query.get("options", "")
         existing = existing if isinstance(existing, str) else " ".join(existing)
-        extra = f"-cidle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}"
+        wanted = [f"-cidle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}"]
         if relaxed:
-            extra += " -csynchronous_commit=off"
-        parsed = parsed.update_query_dict({"options": f"{existing} {extra}".strip()})
+            wanted.append("-csynchronous_commit=off")
+        if generic_plans:
+            wanted.append("-cplan_cache_mode=force_generic_plan")
+        # An engine derived from another's URL already carries some of them.
+        extra = [option for option in wanted if option not in existing.split()]
+        parsed = parsed.update_query_dict({"options": " ".join([existing, *extra]).strip()})
+        if application_name is not None:
+            parsed = parsed.update_query_dict({"application_name": application_name})
     # No pre-ping: it costs a round trip per checkout on the hot path. A dropped connection
     # fails one call (StoreUnavailable), SQLAlchemy discards the pool, and callers retry.
     options: dict[str, Any] = {"pool_recycle": 3600}
