@@ -13,7 +13,8 @@ fallback (polling) at once, logged once; Redis is probed with backoff and used a
 answers. Without one (the ``redis`` driver), errors are raised as ``TransportError``.
 
 This is the only module that imports redis; its redis-free parts live beside it, the wire
-format in ``wire.py`` and the fallback state machine in ``outage.py``.
+format in ``wire.py`` and the fallback state machine in ``outage.py``, and the lock manager in
+``redis_locks.py`` takes its client, client type and error tuple from here.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ log = structlog.get_logger("ledgerq.transport.redis")
 PUSH_CHUNK = 1000
 #: The longest single blocking pop; longer waits loop, so a dead server is noticed promptly.
 MAX_BLOCK_SECONDS = 1.0
-_REDIS_ERRORS = (redis.RedisError, OSError)
+#: What a failed Redis call raises (the server gone, a refused command, a dropped socket).
+REDIS_ERRORS = (redis.RedisError, OSError)
+#: The client type, for the transport's other Redis-backed modules (they import no redis).
+RedisClient = redis.Redis
 
 
 try:  # redis-py >= 7: name the library version once, so each new connection does not read
@@ -135,7 +139,7 @@ class RedisTransport:
                 for start in range(0, len(items), PUSH_CHUNK):
                     pipe.zadd(key, dict(items[start : start + PUSH_CHUNK]))
             pipe.execute()
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             self._outage.failed(exc)
             raise errors.TransportError(f"Redis push failed: {exc}") from exc
         self._answered()
@@ -166,7 +170,7 @@ class RedisTransport:
             block = min(deadline - time.monotonic(), MAX_BLOCK_SECONDS)
             try:
                 popped = self._pop(keys, limit, block)
-            except _REDIS_ERRORS as exc:
+            except REDIS_ERRORS as exc:
                 self._outage.failed(exc)
                 if self._fallback is None:
                     raise errors.TransportError(f"Redis pull failed: {exc}") from exc
@@ -217,7 +221,7 @@ class RedisTransport:
             pipe.zadd(self._wake_key, {b"wake": 0})
             pipe.expire(self._wake_key, 60)
             pipe.execute()
-        except _REDIS_ERRORS:
+        except REDIS_ERRORS:
             pass  # a blocked pop on a dead server ends on its own
 
     # -- control lane (stop requests) ------------------------------------------------------
@@ -232,7 +236,7 @@ class RedisTransport:
         message = wire.encode_stop(worker_id, mode)
         try:
             self._client.publish(self.control_channel, message)
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis publish failed: {exc}") from exc
 
     def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
@@ -249,7 +253,7 @@ class RedisTransport:
         """Signal that these workflows have new feed events."""
         try:
             self._client.publish(self.workflow_channel, wire.encode_workflow_ids(workflow_ids))
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis publish failed: {exc}") from exc
 
     def subscribe_workflow_events(self, handler: Callable[[list[str]], None]) -> None:
@@ -277,7 +281,7 @@ class RedisTransport:
                     if message is not None:
                         on_data(message.get("data"))
                 pubsub.close()
-            except _REDIS_ERRORS:
+            except REDIS_ERRORS:
                 self._closed.wait(backoff)
                 backoff = min(backoff * 2, PROBE_MAX_SECONDS)
 
@@ -288,7 +292,7 @@ class RedisTransport:
         started = time.perf_counter()
         try:
             self._client.ping()
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis does not answer: {exc}") from exc
         return time.perf_counter() - started
 
@@ -305,7 +309,7 @@ class RedisTransport:
             reply: Any = self._client.config_get("maxmemory-policy")
         except redis.ResponseError:
             return None
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis does not answer: {exc}") from exc
         value = reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy")
         return wire.decode_text(value) if value is not None else None
@@ -317,7 +321,7 @@ class RedisTransport:
             for queue in queues:
                 pipe.zcard(self.key(queue))
             counts = pipe.execute()
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis does not answer: {exc}") from exc
         return {q: int(n) for q, n in zip(queues, counts, strict=True)}
 
@@ -326,14 +330,14 @@ class RedisTransport:
         self._closed.set()
         if self._fallback is not None:
             self._fallback.close()
-        with contextlib.suppress(*_REDIS_ERRORS):
+        with contextlib.suppress(*REDIS_ERRORS):
             self._client.delete(self._wake_key)
         self._client.close()
 
     def _probe(self) -> None:
         try:
             self._client.ping()
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             self._outage.failed(exc)
             return
         self._answered()
@@ -379,7 +383,7 @@ class RedisRateLimiter:
         tolerance = int(rate.tolerance_seconds * 1_000_000)
         try:
             allowed, wait_us = self._script(keys=[self.prefix + name], args=[interval, tolerance])
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis rate limiter failed: {exc}") from exc
         if int(allowed):
             return RateDecision(True)

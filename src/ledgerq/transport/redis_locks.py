@@ -12,13 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import redis
-
 from ledgerq.core import errors
 from ledgerq.core.locks import FencingCounter, Lease
-from ledgerq.transport.redis import connect
-
-_REDIS_ERRORS = (redis.RedisError, OSError)
+from ledgerq.transport.redis import REDIS_ERRORS, RedisClient, connect
 
 # KEYS[1] lock key; ARGV[1] expected value; ARGV[2] new TTL in ms.
 _EXTEND = """
@@ -45,7 +41,7 @@ class RedisLockManager:
 
     def __init__(self, url: str, *, namespace: str, counter: FencingCounter) -> None:
         """``counter`` issues the fencing tokens and keeps the ledger's record of holders."""
-        self._client: redis.Redis = connect(url, socket_connect_timeout=1.0, socket_timeout=5.0)
+        self._client: RedisClient = connect(url, socket_connect_timeout=1.0, socket_timeout=5.0)
         db = self._client.connection_pool.connection_kwargs.get("db", 0)
         self.prefix = f"{namespace}:{db}:lock:"
         self._counter = counter
@@ -79,7 +75,7 @@ class RedisLockManager:
             return self._counter.issue_token(
                 name, owner=owner, ttl_seconds=ttl_seconds, confirm=take
             )
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis lock {name!r}: {exc}") from exc
         except errors.StoreError:
             # The key was set but its token never committed: give the key back.
@@ -93,7 +89,7 @@ class RedisLockManager:
             extended = self._extend(
                 keys=[self._key(lease.name)], args=[self._value(lease), _millis(ttl_seconds)]
             )
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis lock {lease.name!r}: {exc}") from exc
         if not extended:
             raise errors.LeaseLost(f"lock {lease.name!r} (token {lease.token}) was lost")
@@ -103,7 +99,7 @@ class RedisLockManager:
         """Delete the key if it still holds this lease's value; False if it did not."""
         try:
             deleted = bool(self._delete(keys=[self._key(lease.name)], args=[self._value(lease)]))
-        except _REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis lock {lease.name!r}: {exc}") from exc
         self._counter.record_release(lease)
         return deleted
