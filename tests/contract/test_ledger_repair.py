@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -263,6 +263,26 @@ def test_exclusive_lock_admits_one_holder_at_a_time(
             assert unrelated
     with other.exclusive("reconcile-test") as after:
         assert after
+
+
+def test_exclusive_locks_of_two_ledgers_in_one_server_are_their_own(
+    backend: str, make_database_url: Callable[[str], str]
+) -> None:
+    """PostgreSQL advisory locks and MySQL user locks are server- or database-wide: two
+    ledgers (a schema, or a database, each) must not hold each other's reconciler lock."""
+    if backend == "sqlite":
+        pytest.skip("SQLite takes no lock (one host, every repair safe to repeat)")
+    engines = [create_engine(make_database_url(backend)) for _ in range(2)]
+    try:
+        first, second = (SqlLedgerRepair(made) for made in engines)
+        with first.exclusive("reconcile-test") as held_here:
+            with second.exclusive("reconcile-test") as held_there:
+                assert held_here and held_there
+            with SqlLedgerRepair(engines[0]).exclusive("reconcile-test") as again_here:
+                assert not again_here
+    finally:
+        for made in engines:
+            made.dispose()
 
 
 def test_purge_of_dedupe_windows_deletes_only_expired_ones(

@@ -235,11 +235,18 @@ class PostgresDialect(Dialect):
         return conn.execute(pg.CLAIM_HINTED, values).mappings().all()
 
     def try_lock(self, conn: Connection, name: str) -> bool:
-        key = zlib.crc32(name.encode())
+        key = self._lock_key(conn, name)
         return bool(conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
 
     def unlock(self, conn: Connection, name: str) -> None:
-        conn.execute(sa.select(sa.func.pg_advisory_unlock(zlib.crc32(name.encode()))))
+        conn.execute(sa.select(sa.func.pg_advisory_unlock(self._lock_key(conn, name))))
+
+    @staticmethod
+    def _lock_key(conn: Connection, name: str) -> int:
+        # Advisory locks are database-wide: the ledger's schema goes into the key, so two
+        # ledgers in one database (one schema each) never hold each other's lock.
+        schema = conn.execute(sa.select(sa.func.current_schema())).scalar()
+        return zlib.crc32(f"{schema}:{name}".encode())
 
     def notify(self, conn: Connection, queues: set[str]) -> None:
         for queue in sorted(queues):
@@ -250,6 +257,13 @@ class PostgresDialect(Dialect):
 MAINTAIN_DEAD_TUPLES = 20_000
 _MAINTAIN_LOCK = 0x6C65_6467  # "ledg": an arbitrary, fixed advisory-lock key
 _PG_DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')"
+
+
+def _ledger_lock_name(name: str) -> sa.ColumnElement[str]:
+    """A MySQL user lock's name for ``name`` in this ledger: ``GET_LOCK`` names are
+    server-wide, so the database goes into it (hashed: names are capped at 64 characters)."""
+    database = sa.func.left(sa.func.sha1(sa.func.coalesce(sa.func.database(), "")), 16)
+    return sa.func.concat(name, ":", database)
 
 
 class MysqlDialect(Dialect):
@@ -283,10 +297,10 @@ class MysqlDialect(Dialect):
         return conn.execute(fetch, {"claimed_ids": ids}).mappings().all()
 
     def try_lock(self, conn: Connection, name: str) -> bool:
-        return conn.execute(sa.select(sa.func.get_lock(name, 0))).scalar() == 1
+        return conn.execute(sa.select(sa.func.get_lock(_ledger_lock_name(name), 0))).scalar() == 1
 
     def unlock(self, conn: Connection, name: str) -> None:
-        conn.execute(sa.select(sa.func.release_lock(name)))
+        conn.execute(sa.select(sa.func.release_lock(_ledger_lock_name(name))))
 
     def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
         try:
