@@ -5,6 +5,7 @@ is never a unit test."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -210,8 +211,8 @@ def test_json_has_results_ratios_and_targets() -> None:
     assert list(data["ratios_by_target"]) == [LQ, "ledgerq_sqlite"]
     assert data["ratios_by_target"][LQ]["pgqueuer"]["drain"] == pytest.approx(1.25)
     assert data["ratios_by_target"]["ledgerq_sqlite"]["pgqueuer"]["drain"] == pytest.approx(0.625)
-    assert [t["met"] for t in data["targets"]] == [True] * 4 + [None] * 3
-    assert [t["ledgerq"] for t in data["targets"]] == [LQ] * 4 + [REDIS] * 3
+    assert [t["met"] for t in data["targets"]] == [True] * 4 + [None] * 4
+    assert [t["ledgerq"] for t in data["targets"]] == [LQ] * 4 + [REDIS] * 3 + [REDIS + "_down"]
     assert [m["key"] for m in data["metrics"]][:2] == ["enqueue_single", "enqueue_bulk"]
     assert data["problems"] == ["arq drain (trial 1): RuntimeError: boom"]
 
@@ -304,6 +305,7 @@ def test_unknown_options_are_one_line_errors() -> None:
 
 def test_backend_and_peer_parsing() -> None:
     assert bench.parse_backends("pg,mariadb,sqlite") == ["postgresql", "mysql", "sqlite"]
+    assert bench.parse_backends("redis,redis-down") == ["postgresql-redis", "postgresql-redis-down"]
     assert bench.parse_peers(None, True, ["rq"]) == []
     assert bench.parse_peers("huey,rq,huey", False, ["rq", "huey"]) == ["huey", "rq"]
 
@@ -318,3 +320,15 @@ def test_overlapping_benches_are_refused(tmp_path: Path) -> None:
         pass
     with runner.exclusive(lock):
         pass  # released on exit
+
+
+def test_the_outage_backend_points_its_workers_at_a_closed_redis_port(tmp_path: Path) -> None:
+    up = runner.ledgerq_target("postgresql-redis", "postgresql://h/db", tmp_path)
+    down = runner.ledgerq_target("postgresql-redis-down", "postgresql://h/db", tmp_path)
+    assert (up.key, down.key) == ("ledgerq_postgresql_redis", "ledgerq_postgresql_redis_down")
+    assert up.env["LEDGERQ_REDIS_URL"] == runner.BENCH_REDIS_URL
+    assert down.env["LEDGERQ_REDIS_URL"] == runner.OUTAGE_REDIS_URL
+    assert down.env["BENCH_LEDGERQ_NAME"] == down.key  # its workers' logs keep apart
+    host, port = "127.0.0.1", int(runner.OUTAGE_REDIS_URL.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
+        probe.connect((host, port))  # nothing listens there: every Redis call fails at once

@@ -160,3 +160,34 @@ def test_a_run_of_both_reports_both() -> None:
     assert redis[REDIS_DRAMATIQ].value == pytest.approx(9600 / 3000)
     assert redis[REDIS_DRAMATIQ].margin == "3.20x (+60% vs 2.0x)"
     assert redis[REDIS_LATENCY].margin == "4.0 ms (1.0 ms under)"
+
+
+OUTAGE = "drain during a Redis outage ≥ 0.5x with Redis (launch→last)"
+REDIS_DOWN = "ledgerq_postgresql_redis_down"
+
+
+def test_outage_target_is_the_drain_with_redis_down_over_the_drain_with_redis() -> None:
+    down = ((2400.0, 2700.0), (2000.0, 2500.0), (2700.0, 3000.0))
+    rows = trial_rows(REDIS, REDIS_DRAIN, ()) + trial_rows(REDIS_DOWN, down, ())
+    outage = targets_of(rows, REDIS_DOWN)[OUTAGE]
+    ours = medians(REDIS_DRAIN)
+    assert outage.value == pytest.approx(2400 / ours[0])
+    assert (outage.met, outage.threshold) == (True, 0.5)
+    per_trial = [d[0] / r[0] for d, r in zip(down, REDIS_DRAIN, strict=True)]
+    shown = ", ".join(f"{r:.2f}x" for r in per_trial)
+    assert outage.detail == f"drain no-op, 1st→last: {2700 / ours[1]:.2f}x; trials: {shown}"
+    assert (
+        outage.margin == f"{2400 / ours[0]:.2f}x (+{(2400 / ours[0] / 0.5 - 1) * 100:.0f}% vs 0.5x)"
+    )
+
+
+def test_outage_target_missed_and_not_measured() -> None:
+    slow = ((1000.0, 1200.0),)
+    rows = trial_rows(REDIS, REDIS_DRAIN[:1], ()) + trial_rows(REDIS_DOWN, slow, ())
+    missed = targets_of(rows, REDIS_DOWN)[OUTAGE]
+    assert missed.met is False and missed.value == pytest.approx(1000 / REDIS_DRAIN[0][0])
+    alone = targets_of(trial_rows(REDIS_DOWN, slow, ()), REDIS_DOWN)[OUTAGE]
+    assert alone.met is None
+    assert alone.margin == (
+        "not measured (needs ledgerq/postgresql_redis_down and ledgerq/postgresql_redis)"
+    )

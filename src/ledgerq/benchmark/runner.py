@@ -32,16 +32,22 @@ DEFAULT_URLS = {
     "sqlite": "sqlite:///{scratch}/ledgerq_bench.db",
     "mysql": "mariadb://root@127.0.0.1:3306/ledgerq_bench",
     "postgresql-redis": "postgresql://postgres@127.0.0.1:5432/ledgerq_bench",
+    "postgresql-redis-down": "postgresql://postgres@127.0.0.1:5432/ledgerq_bench",
 }
 _LABELS = {
     "postgresql": "postgresql",
     "sqlite": "sqlite",
     "mysql": "mariadb",
     "postgresql-redis": "postgresql_redis",
+    "postgresql-redis-down": "postgresql_redis_down",
 }
 #: The Redis transport of the ``postgresql-redis`` backend: its own database number and
 #: namespace, apart from the harness's bookkeeping (db 15).
 BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"
+#: The ``postgresql-redis-down`` backend's Redis: a loopback port nothing listens on, so every
+#: worker runs the Redis transport through an outage from its start (the ``auto`` driver
+#: polls the ledger) and every producer's push fails (the ledger keeps the jobs).
+OUTAGE_REDIS_URL = "redis://127.0.0.1:1/14"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +79,9 @@ class Target:
 
 
 def ledgerq_target(backend: str, url: str, peers_dir: Path) -> Target:
-    """ledgerq on ``backend`` (postgresql, sqlite, mysql, or postgresql-redis: the PostgreSQL
-    ledger with the Redis transport), run with this interpreter."""
+    """ledgerq on ``backend`` (postgresql, sqlite, mysql, postgresql-redis: the PostgreSQL
+    ledger with the Redis transport, or postgresql-redis-down: the same while Redis is
+    unreachable), run with this interpreter."""
     path = os.pathsep.join(filter(None, [str(peers_dir), os.environ.get("PYTHONPATH")]))
     env = {
         "LEDGERQ_DATABASE_URL": url.format(scratch=peers_dir.parent),
@@ -83,8 +90,12 @@ def ledgerq_target(backend: str, url: str, peers_dir: Path) -> Target:
     }
     if backend.endswith("-redis"):
         env.update(LEDGERQ_REDIS_URL=BENCH_REDIS_URL, LEDGERQ_NAMESPACE="ledgerq-bench")
+    elif backend.endswith("-redis-down"):
+        env.update(LEDGERQ_REDIS_URL=OUTAGE_REDIS_URL, LEDGERQ_NAMESPACE="ledgerq-bench")
+    key = f"ledgerq_{_LABELS[backend]}"
+    env["BENCH_LEDGERQ_NAME"] = key
     argv = (sys.executable, "-m", "ledgerq.benchmark.bench_ledgerq")
-    return Target(f"ledgerq_{_LABELS[backend]}", argv, env)
+    return Target(key, argv, env)
 
 
 def peer_target(name: str, python: Path) -> Target:

@@ -1,5 +1,5 @@
 """The issue's targets of ``ledgerq bench``, met or missed and by how much: four for ledgerq on
-PostgreSQL (polling, LISTEN/NOTIFY), three for its Redis transport. Pure, like report.py."""
+PostgreSQL (polling, LISTEN/NOTIFY), four for its Redis transport. Pure, like report.py."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from ledgerq.benchmark.report import (
 
 #: ledgerq on PostgreSQL with the Redis transport: the subject of the Redis targets.
 REDIS = "ledgerq_postgresql_redis"
+#: The same while Redis is unreachable (workers poll the ledger): the outage target.
+REDIS_DOWN = "ledgerq_postgresql_redis_down"
 #: Theoretical ceiling of the io workload: 16 slots / 10 ms, in jobs/s.
 IO_CEILING = 1600.0
 
@@ -70,7 +72,7 @@ def _ratio_target(
     metric = METRIC_BY_KEY[key]
     found = ratio(metric, _value(summary, ours, key), _value(summary, peer, key))
     if found is None:
-        needs = f"not measured (needs {display_name(ours)} and {peer})"
+        needs = f"not measured (needs {display_name(ours)} and {display_name(peer)})"
         return TargetResult(name, ours, None, None, threshold, needs)
     details = []
     if also is not None:
@@ -115,7 +117,7 @@ def _latency_target(
 
 
 def evaluate_targets(summary: Mapping[str, Mapping[str, Cell]]) -> list[TargetResult]:
-    """The issue's targets: four for ledgerq on PostgreSQL, three for its Redis transport."""
+    """The issue's targets: four for ledgerq on PostgreSQL, four for its Redis transport."""
     return [
         _ratio_target(summary, "drain ≥ 1.0x pgqueuer (launch→last)", REFERENCE, "pgqueuer", 1.0),
         _ratio_target(
@@ -136,4 +138,11 @@ def evaluate_targets(summary: Mapping[str, Mapping[str, Cell]]) -> list[TargetRe
             summary, "drain ≥ 2.0x dramatiq (Redis, launch→last)", REDIS, "dramatiq", 2.0
         ),
         _latency_target(summary, "start latency p99 ≤ 5 ms (Redis)", REDIS, 5.0),
+        _ratio_target(
+            summary,
+            "drain during a Redis outage ≥ 0.5x with Redis (launch→last)",
+            REDIS_DOWN,
+            REDIS,
+            0.5,
+        ),
     ]

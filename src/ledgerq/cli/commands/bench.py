@@ -29,6 +29,8 @@ _BACKEND_ALIASES = {
     "mariadb": "mysql",
     "redis": "postgresql-redis",
     "pgredis": "postgresql-redis",
+    "redis-down": "postgresql-redis-down",
+    "outage": "postgresql-redis-down",
 }
 
 
@@ -56,7 +58,7 @@ def parse_backends(value: str) -> list[str]:
     if unknown or not found:
         raise BenchError(
             f"unknown backend(s) {', '.join(unknown) or '(none)'}:"
-            " choose from postgresql, sqlite, mysql, postgresql-redis"
+            " choose from postgresql, sqlite, mysql, postgresql-redis, postgresql-redis-down"
         )
     return list(dict.fromkeys(found))
 
@@ -82,9 +84,10 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
 )
 @click.option(
     "--backends",
-    default="postgresql,postgresql-redis,sqlite,mysql",
+    default="postgresql,postgresql-redis,postgresql-redis-down,sqlite,mysql",
     show_default=True,
-    help="ledgerq's ledgers (postgresql-redis: PostgreSQL with the Redis transport).",
+    help="ledgerq's ledgers (postgresql-redis: PostgreSQL with the Redis transport;"
+    " postgresql-redis-down: the same with Redis unreachable, for the outage target).",
 )
 @click.option(
     "--trials", type=click.IntRange(1, 20), default=1, show_default=True, help="Median of K trials."
@@ -210,6 +213,7 @@ def _ledgerq_targets(
         **runner.DEFAULT_URLS,
         "postgresql": options["postgres_url"],
         "postgresql-redis": options["postgres_url"],
+        "postgresql-redis-down": options["postgres_url"],
         "mysql": options["mysql_url"],
     }
     ready = []
