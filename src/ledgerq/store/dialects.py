@@ -245,8 +245,11 @@ class PostgresDialect(Dialect):
     def _lock_key(conn: Connection, name: str) -> int:
         # Advisory locks are database-wide: the ledger's schema goes into the key, so two
         # ledgers in one database (one schema each) never hold each other's lock.
-        schema = conn.execute(sa.select(sa.func.current_schema())).scalar()
-        return zlib.crc32(f"{schema}:{name}".encode())
+        # The schema is read once per pooled connection (its search_path is fixed), not for
+        # both the lock and the unlock.
+        if "ledger_schema" not in conn.info:
+            conn.info["ledger_schema"] = conn.execute(sa.select(sa.func.current_schema())).scalar()
+        return zlib.crc32(f"{conn.info['ledger_schema']}:{name}".encode())
 
     def notify(self, conn: Connection, queues: set[str]) -> None:
         for queue in sorted(queues):
