@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -9,7 +12,7 @@ from alembic.migration import MigrationContext
 from ledgerq.core.job import NewJob
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.migrate import migrate, status
+from ledgerq.store.migrate import downgrade, migrate, status
 from ledgerq.store.migrations.env_settings import include_object_for
 from ledgerq.store.tables import jobs, metadata
 
@@ -77,5 +80,49 @@ def test_upgrading_a_filled_ledger_makes_the_dedupe_and_batch_indexes_sparse(
         assert first[0].duplicate
         with engine.connect() as conn:
             assert conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar() == 2
+    finally:
+        engine.dispose()
+
+
+def _assignment_rows(engine: sa.Engine) -> set[tuple[int, int, str, str | None]]:
+    with engine.connect() as conn:
+        found = conn.execute(
+            sa.text("SELECT job_id, attempt, worker_id, outcome FROM job_assignments")
+        )
+        return {(int(j), int(a), str(w), o) for j, a, w, o in found}
+
+
+def test_the_attempt_history_is_keyed_by_job_and_attempt_and_keeps_its_rows(
+    empty_database_url: str,
+) -> None:
+    engine = create_engine(empty_database_url)
+    insert = sa.text(
+        "INSERT INTO job_assignments (job_id, attempt, worker_id, started_at, ended_at, outcome)"
+        " VALUES (:job, :attempt, :worker, :at, :at, :outcome)"
+    )
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    history = {(1, 1, "w-a", "failed"), (1, 2, "w-b", "succeeded"), (7, 1, "w-a", None)}
+    try:
+        migrate(engine, "0009_sparse_job_indexes")
+        with engine.begin() as conn:
+            for job, attempt, worker, outcome in sorted(history):
+                params = {"job": job, "attempt": attempt, "worker": worker, "outcome": outcome}
+                conn.execute(insert, {**params, "at": at})
+        migrate(engine)
+        assert _assignment_rows(engine) == history
+        inspector = sa.inspect(engine)
+        key = inspector.get_pk_constraint("job_assignments")["constrained_columns"]
+        assert key == ["job_id", "attempt"]
+        columns = {c["name"] for c in inspector.get_columns("job_assignments")}
+        assert "id" not in columns
+        assert inspector.get_indexes("job_assignments") == []
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
+            duplicate = {"job": 1, "attempt": 2, "worker": "w-c", "outcome": None}
+            conn.execute(insert, {**duplicate, "at": at})
+        # Down and up again: the history survives both ways.
+        downgrade(engine, "0009_sparse_job_indexes")
+        assert _assignment_rows(engine) == history
+        migrate(engine)
+        assert _assignment_rows(engine) == history
     finally:
         engine.dispose()

@@ -202,7 +202,7 @@ class SqlFleetAdmin(SqlWorkerStore):
     def list_assignments(self, *, job_id: int | None = None) -> list[dict[str, Any]]:
         """Assignment history rows (of one job, if given), oldest first, as plain data."""
         a = job_assignments
-        stmt = sa.select(*a.c).order_by(a.c.id)
+        stmt = sa.select(*a.c).order_by(a.c.started_at, a.c.job_id, a.c.attempt)
         if job_id is not None:
             stmt = stmt.where(a.c.job_id == job_id)
         with self._read() as conn:

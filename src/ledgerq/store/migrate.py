@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -35,11 +36,21 @@ def _config() -> Config:
 
 def migrate(engine: sa.Engine, revision: str = "head") -> MigrationStatus:
     """Upgrade the database to ``revision`` (the newest by default) and return the status."""
+    return _run(engine, command.upgrade, revision)
+
+
+def downgrade(engine: sa.Engine, revision: str) -> MigrationStatus:
+    """Downgrade the database to ``revision`` (rolling back to an older release) and return
+    the status."""
+    return _run(engine, command.downgrade, revision)
+
+
+def _run(engine: sa.Engine, step: Callable[[Config, str], None], revision: str) -> MigrationStatus:
     config = _config()
     try:
         with engine.begin() as conn:
             config.attributes["connection"] = conn
-            command.upgrade(config, revision)
+            step(config, revision)
     except sa.exc.DBAPIError as exc:
         raise translate_error(exc) from exc
     return status(engine)

@@ -165,16 +165,14 @@ worker_health_checks = sa.Table(
 job_assignments = sa.Table(
     "job_assignments",
     metadata,
-    sa.Column("id", JobId, primary_key=True, autoincrement=True),
-    sa.Column("job_id", JobId, nullable=False),
-    sa.Column("attempt", sa.Integer, nullable=False),
+    # Keyed by the attempt itself: each ended attempt inserts one row, with one index entry.
+    sa.Column("job_id", JobId, primary_key=True, autoincrement=False),
+    sa.Column("attempt", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("worker_id", WorkerId, nullable=False),
     sa.Column("started_at", Timestamp, nullable=False),
     sa.Column("ended_at", Timestamp, nullable=True),
     # succeeded | failed | dead | cancelled | requeued | lost | failed_over | orphaned
     sa.Column("outcome", sa.String(16), nullable=True),
-    sa.Index("ix_job_assignments_job_id_attempt", "job_id", "attempt", unique=True),
-    sa.Index("ix_job_assignments_worker_id", "worker_id"),
 )
 
 failover_events = sa.Table(
