@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -275,3 +276,39 @@ def test_the_generic_plan_of_a_hinted_claim_reads_by_primary_key(store: SqlJobSt
     assert re.search(r"id = ANY \(\$\d+\)", plan), plan
     assert "pk_jobs" in plan
     assert "ix_jobs_claimable" not in plan and "ix_jobs_state_queue" not in plan, plan
+
+
+def test_sessions_speak_utc_so_claimed_timestamps_need_no_conversion(
+    make_database_url: Callable[[str], str],
+) -> None:
+    """Every pool's sessions run in UTC: psycopg then hands back ``datetime.UTC`` itself, and a
+    claim builds its jobs without converting each timestamp (a server in ``Etc/UTC`` or any
+    other zone made psycopg and ``Job.from_row`` convert seven timestamps per claimed job)."""
+    url = make_database_url("postgresql")
+    engine = create_engine(url, pool_size=1)
+    relaxed = create_engine(url, pool_size=1, relaxed=True)
+    store = SqlJobStore(engine, relaxed)
+    try:
+        ids = [r.job_id for r in store.insert_jobs([new(), new()])]
+        before = datetime.now(UTC)
+        [by_query] = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)
+        [hinted] = store.claim_jobs(
+            queues=["q"], worker_id="w", limit=1, lease_seconds=30, job_ids=[ids[1]]
+        )
+        for job in (by_query, hinted):
+            for stamp in (job.run_at, job.created_at, job.started_at, job.lease_expires_at):
+                assert stamp is not None and stamp.tzinfo is UTC
+            assert job.started_at is not None
+            assert abs((job.started_at - before).total_seconds()) < 60  # the same instant
+        assert store._fast is not None
+        for pool in (engine, relaxed, store._fast._generic_engine()):
+            pooled = pool.raw_connection()
+            try:
+                cursor = pooled.cursor()
+                cursor.execute("SELECT current_setting('TimeZone')")
+                assert cursor.fetchall() == [("UTC",)]
+            finally:
+                pooled.close()
+    finally:
+        relaxed.dispose()
+        engine.dispose()
