@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -11,7 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from ledgerq import JobContext, JobState, LedgerQ, Task
+from ledgerq.store.engine import create_engine
 from ledgerq.store.listener import LISTENER_NAME, PgNotifyWaker
+from ledgerq.store.pg_statements import NOTIFY_CHANNEL
+from tests.conftest import POSTGRES_URL
 from tests.helpers import running_worker, wait_until
 
 
@@ -104,3 +108,26 @@ def test_a_closed_lazy_waker_never_starts(lazy: Lazy) -> None:
     began = time.monotonic()
     assert lazy.waker.wait(1.0)  # a closed waker returns at once (its event is set)
     assert not lazy.waker.started and time.monotonic() - began < 0.5
+
+
+@pytest.mark.parametrize("user_options", ["", "-cstatement_timeout=60000 -cwork_mem=8MB"])
+def test_a_waker_listens_whatever_options_the_ledger_url_carries(user_options: str) -> None:
+    """The listening connection takes the engine's own connect arguments. Rendered back to a
+    URL, the spaces of several ``options`` read as "+" to libpq, the server refused the
+    connection, and idle workers only polled. The tests' ledgers hid it: their first option,
+    ``search_path``, accepts any text and swallowed the others."""
+    query = f"?options={urllib.parse.quote(user_options)}" if user_options else ""
+    engine = create_engine(POSTGRES_URL + query)  # adds options of its own
+    queue = f"plain-{secrets.token_hex(4)}"
+    waker = PgNotifyWaker(engine, {queue})  # eager: listening when constructed
+    try:
+        assert waker.listener_pid is not None
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("SELECT pg_notify(:channel, :queue)"),
+                {"channel": NOTIFY_CHANNEL, "queue": queue},
+            )
+        assert waker.wait(10.0)
+    finally:
+        waker.close()
+        engine.dispose()

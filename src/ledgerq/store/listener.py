@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+import structlog
 
 from ledgerq.store.pg_statements import NOTIFY_CHANNEL
+
+log = structlog.get_logger("ledgerq.listener")
 
 #: ``application_name`` of the listening connection (visible in ``pg_stat_activity``).
 LISTENER_NAME = "ledgerq-listen"
@@ -26,8 +30,12 @@ class PgNotifyWaker:
     """
 
     def __init__(self, engine: sa.Engine, queues: set[str], *, lazy: bool = False) -> None:
-        url = engine.url.set(drivername="postgresql")
-        self._dsn = url.render_as_string(hide_password=False)
+        # The engine's own connect arguments: a URL rendered back to text spells the spaces of
+        # a multi-option ``options`` as "+", which libpq does not decode, and the server then
+        # refused every connection (one option's value swallowed the next).
+        _args, connect_args = engine.dialect.create_connect_args(engine.url)
+        connect_args.pop("context", None)  # SQLAlchemy's type adapters; not needed here
+        self._connect_args: dict[str, Any] = {**connect_args, "application_name": LISTENER_NAME}
         self._queues = queues
         self._event = threading.Event()
         self._closed = threading.Event()
@@ -89,16 +97,17 @@ class PgNotifyWaker:
 
     def _listen(self, session: threading.Event) -> None:
         backoff = 0.1
+        failing = False
         while not (session.is_set() or self._closed.is_set()):
             try:
-                with psycopg.connect(
-                    self._dsn, autocommit=True, application_name=LISTENER_NAME
-                ) as conn:
+                with psycopg.connect(autocommit=True, **self._connect_args) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     if not session.is_set():
                         self.listener_pid = conn.info.backend_pid
                         self._listening.set()
-                    backoff = 0.1
+                    if failing:
+                        log.info("listening for new jobs again")
+                    backoff, failing = 0.1, False
                     try:
                         while not (session.is_set() or self._closed.is_set()):
                             for note in conn.notifies(timeout=0.5):
@@ -107,6 +116,11 @@ class PgNotifyWaker:
                     finally:
                         if self.listener_pid == conn.info.backend_pid:
                             self.listener_pid = None
-            except psycopg.Error:
+            except psycopg.Error as exc:
+                if not failing:  # once per outage: idle workers still poll meanwhile
+                    log.warning(
+                        "cannot listen for new jobs; polling until it works", error=str(exc)
+                    )
+                    failing = True
                 session.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
