@@ -33,7 +33,16 @@ def test_three_workers_share_30000_jobs_within_5_percent(ledger: Make, procs: Pr
         wait_until(lambda: len(fleet.active()) == 3, timeout=30, what="three workers")
         for start in range(0, JOBS, 5000):
             db.effects.noop.enqueue_many([(n, JOB_SECONDS) for n in range(start, start + 5000)])
-        wait_until(lambda: db.states() == {"succeeded": JOBS}, timeout=300, what="every job done")
+        timeline: list[str] = []  # jobs processed per worker over time, to explain a failure
+
+        def all_done() -> bool:
+            workers_now = sorted(fleet.admin.list_workers(), key=lambda w: w.worker_id)
+            counts = [w.jobs_processed for w in workers_now]
+            if not timeline or timeline[-1] != str(counts):
+                timeline.append(str(counts))
+            return db.states() == {"succeeded": JOBS}
+
+        wait_until(all_done, timeout=300, what="every job done", interval=0.3)
         for worker in workers:
             worker.signal(signal.SIGTERM)
         for worker in workers:
@@ -45,6 +54,7 @@ def test_three_workers_share_30000_jobs_within_5_percent(ledger: Make, procs: Pr
         mean = statistics.mean(shares.values())
         spread = max(abs(n - mean) / mean for n in shares.values())
         print(f"\nshares of {JOBS} jobs: {sorted(shares.values())}, max spread {spread:.2%}")
-        assert len(shares) == 3 and spread <= 0.05, shares
+        warnings = [line for w in workers for line in w.log().splitlines() if "warning" in line]
+        assert len(shares) == 3 and spread <= 0.05, (shares, timeline, warnings[-20:])
     finally:
         fleet.close()
