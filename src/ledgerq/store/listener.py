@@ -33,9 +33,10 @@ class PgNotifyWaker:
         # The engine's own connect arguments: a URL rendered back to text spells the spaces of
         # a multi-option ``options`` as "+", which libpq does not decode, and the server then
         # refused every connection (one option's value swallowed the next).
-        _args, connect_args = engine.dialect.create_connect_args(engine.url)
-        connect_args.pop("context", None)  # SQLAlchemy's type adapters; not needed here
-        self._connect_args: dict[str, Any] = {**connect_args, "application_name": LISTENER_NAME}
+        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        kwargs.pop("context", None)  # SQLAlchemy's type adapters; not needed here
+        self._connect_args: tuple[Any, ...] = tuple(args)
+        self._connect_kwargs: dict[str, Any] = {**kwargs, "application_name": LISTENER_NAME}
         self._queues = queues
         self._event = threading.Event()
         self._closed = threading.Event()
@@ -100,7 +101,9 @@ class PgNotifyWaker:
         failing = False
         while not (session.is_set() or self._closed.is_set()):
             try:
-                with psycopg.connect(autocommit=True, **self._connect_args) as conn:
+                with psycopg.connect(
+                    *self._connect_args, autocommit=True, **self._connect_kwargs
+                ) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     if not session.is_set():
                         self.listener_pid = conn.info.backend_pid
