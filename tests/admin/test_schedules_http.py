@@ -172,3 +172,31 @@ def test_schedules_need_a_token_and_changes_need_the_admin_one(served_sqlite: Se
     assert client.post("/admin/schedules", json=body, headers=READ).status_code == 403
     assert client.delete("/admin/schedules/s", headers=READ).status_code == 403
     assert set(listed(served_sqlite)) == {"s"} and not listed(served_sqlite)["s"]["paused"]
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_name_with_slashes_works_in_every_path(served_sqlite: Served, quoted: bool) -> None:
+    """Names such as ``billing/nightly`` are valid schedule names, so the paths that carry a
+    name take them, whether the client sends the slashes as they are or as ``%2F``."""
+    served = served_sqlite
+    name = "billing/nightly/runs"  # ends like the runs path: the name still comes out whole
+    in_path = name.replace("/", "%2F") if quoted else name
+    assert add(served, name).status_code == 201
+
+    paused = served.client.post(f"/admin/schedules/{in_path}/pause", headers=ADMIN)
+    assert paused.status_code == 200, paused.text
+    assert (paused.json()["name"], listed(served)[name]["paused"]) == (name, True)
+    resumed = served.client.post(f"/admin/schedules/{in_path}/resume", headers=ADMIN)
+    assert resumed.status_code == 200 and listed(served)[name]["paused"] is False
+
+    store = bootstrap.schedule_store(served.app.parts)
+    store.advance(name, last_tick=store.database_now() - timedelta(seconds=2), next_tick=None)
+    assert served.app.scheduler(instance_id="s1").run_once().fired.get(name, 0) >= 1
+    runs = served.client.get(f"/admin/schedules/{in_path}/runs", headers=READ)
+    assert runs.status_code == 200, runs.text
+    assert runs.json()["name"] == name and runs.json()["runs"]
+
+    assert served.client.delete(f"/admin/schedules/{in_path}", headers=ADMIN).status_code == 204
+    assert name not in listed(served)
+    gone = served.client.post(f"/admin/schedules/{in_path}/pause", headers=ADMIN)
+    assert (gone.status_code, gone.json()["detail"]) == (404, f"no schedule named {name!r}")

@@ -24,7 +24,8 @@ from ledgerq.core.schedules import (
 
 router = APIRouter(responses=ERRORS, tags=["schedules"])
 
-#: Names as ``core.schedules.SCHEDULE_NAME`` takes them: no spaces or control characters.
+#: Names as ``core.schedules.SCHEDULE_NAME`` takes them: no spaces or control characters. They
+#: may hold slashes (``billing/nightly``), so the paths below take them with ``{name:path}``.
 NAME_PATTERN = r"^[^\s\x00-\x1f\x7f]+$"
 ScheduleName = Annotated[
     str, Path(min_length=1, max_length=200, pattern=NAME_PATTERN, description="Schedule name.")
@@ -120,7 +121,7 @@ def list_schedules(_caller: Reader, deps: Deps) -> dict[str, Any]:
     return {"schedules": [_schedule(o) for o in deps.schedules.list_schedules()]}
 
 
-@router.get("/admin/schedules/{name}/runs", response_model=RunsOut)
+@router.get("/admin/schedules/{name:path}/runs", response_model=RunsOut)
 def list_runs(
     name: ScheduleName,
     _caller: Reader,
@@ -155,7 +156,7 @@ def add_schedule(body: ScheduleIn, request: Request, caller: Admin, deps: Deps) 
     return _schedule(overview)
 
 
-@router.delete("/admin/schedules/{name}", status_code=204, response_class=Response)
+@router.delete("/admin/schedules/{name:path}", status_code=204, response_class=Response)
 def remove_schedule(name: ScheduleName, request: Request, caller: Admin, deps: Deps) -> Response:
     """Delete a schedule (its runs stay). 409 for one the application's code declares: pause
     it, or delete it from the code."""
@@ -164,7 +165,7 @@ def remove_schedule(name: ScheduleName, request: Request, caller: Admin, deps: D
     return Response(status_code=204)
 
 
-@router.post("/admin/schedules/{name}/pause", response_model=ScheduleOut)
+@router.post("/admin/schedules/{name:path}/pause", response_model=ScheduleOut)
 def pause_schedule(
     name: ScheduleName, request: Request, caller: Admin, deps: Deps
 ) -> dict[str, Any]:
@@ -174,7 +175,7 @@ def pause_schedule(
     return _schedule(overview)
 
 
-@router.post("/admin/schedules/{name}/resume", response_model=ScheduleOut)
+@router.post("/admin/schedules/{name:path}/resume", response_model=ScheduleOut)
 def resume_schedule(
     name: ScheduleName, request: Request, caller: Admin, deps: Deps
 ) -> dict[str, Any]:
