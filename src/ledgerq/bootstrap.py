@@ -33,6 +33,7 @@ from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
+    from ledgerq.core.locks import LockRecord
     from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
     from ledgerq.store.migrate import MigrationStatus
     from ledgerq.transport.redis import RedisTransport
@@ -330,6 +331,26 @@ def build_locks(settings: Settings, parts: Parts) -> Locks:
         settings.redis_url.get_secret_value(), namespace=settings.namespace, counter=ledger
     )
     return Locks(manager, ledger)
+
+
+def delete_stale_lock_keys(settings: Settings, parts: Parts, stale: list[LockRecord]) -> int:
+    """For ``clear-stale-locks``: with ``LOCKS_BACKEND=redis`` delete the Redis keys of the
+    locks in ``stale`` (each only while it still holds that holder's value) and return
+    how many went; ``TransportError`` if Redis does not answer. The database backend's rows
+    are the locks, so there it is 0."""
+    if settings.locks_backend != "redis" or settings.redis_url is None or not stale:
+        return 0
+    from ledgerq.transport.redis_locks import RedisLockManager
+
+    manager = RedisLockManager(
+        settings.redis_url.get_secret_value(),
+        namespace=settings.namespace,
+        counter=SqlLocks(parts.store.engine),
+    )
+    try:
+        return manager.delete_stale_keys(stale)
+    finally:
+        manager.close()
 
 
 def build_scheduler(

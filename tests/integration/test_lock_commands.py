@@ -16,6 +16,7 @@ from ledgerq.cli.main import main
 from ledgerq.core.fleet import Registration
 from ledgerq.store.tables import queue_workers
 from tests.helpers import wait_until
+from tests.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -84,3 +85,59 @@ def test_the_human_output_shows_a_table_and_counts(
     assert main(["--database-url", database_url, "queue", "clear-stale-locks"]) == 0
     assert "cleared 0 stale lock(s)" in capsys.readouterr().out
     app.close()
+
+
+def test_clearing_a_stale_redis_lock_frees_its_key_too(
+    make_database_url: Callable[[str], str],
+    redis_server: RedisServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``LOCKS_BACKEND=redis`` the lock is the Redis key: clearing a dead worker's lock
+    deletes its key at once (not when its TTL ends), and leaves a live holder's key alone."""
+    database_url = make_database_url("sqlite")
+    monkeypatch.setenv("LEDGERQ_LOCKS_BACKEND", "redis")
+    monkeypatch.setenv("LEDGERQ_REDIS_URL", redis_server.url)
+    app = LedgerQ(database_url=database_url)
+    try:
+        fleet = app.parts.fleet
+        fleet.register_worker(Registration("h:1:live", "h", 1, ("default",), 1, "t"))
+        fleet.register_worker(Registration("h:2:gone", "h", 2, ("default",), 1, "t"))
+        with app.parts.store.engine.begin() as conn:
+            conn.execute(
+                sa.update(queue_workers)
+                .where(queue_workers.c.id == "h:2:gone")
+                .values(state="dead")
+            )
+        dead = app.locks.acquire("report", ttl=600, owner="h:2:gone")
+        live = app.locks.acquire("billing", ttl=600, owner="h:1:live")
+        assert dead is not None and live is not None
+        assert app.locks.acquire("report", ttl=60) is None  # the key holds it for 10 minutes
+
+        cleared = run_json(database_url, capsys, "clear-stale-locks")
+        again = app.locks.acquire("report", ttl=60)  # free at once
+        assert again is not None and again.token > dead.token
+        assert (cleared["cleared"], cleared["keys_deleted"]) == (1, 1)
+        assert [r["name"] for r in cleared["locks"]] == ["report"]
+        assert app.locks.acquire("billing", ttl=60) is None  # the live holder keeps its key
+        assert redis_server.client().exists(f"{app.settings.namespace}:0:lock:billing") == 1
+
+        # Redis down: nothing is cleared, so a run once it is back still finds the record.
+        with app.parts.store.engine.begin() as conn:
+            conn.execute(
+                sa.update(queue_workers)
+                .where(queue_workers.c.id == "h:1:live")
+                .values(state="dead")
+            )
+        redis_server.kill()
+        assert main(["--database-url", database_url, "queue", "clear-stale-locks"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: Redis locks:") and "Traceback" not in err
+        assert [r["name"] for r in run_json(database_url, capsys, "list-locks", "--stale")] == [
+            "billing"
+        ]
+        redis_server.start()  # empty: the key went with the server
+        after = run_json(database_url, capsys, "clear-stale-locks")
+        assert (after["cleared"], after["keys_deleted"]) == (1, 0)
+    finally:
+        app.close()

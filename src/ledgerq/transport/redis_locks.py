@@ -10,10 +10,11 @@ still refused by a guarded write once someone else took the lock.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from ledgerq.core import errors
-from ledgerq.core.locks import FencingCounter, Lease
+from ledgerq.core.locks import FencingCounter, Lease, LockRecord
 from ledgerq.transport.redis import REDIS_ERRORS, RedisClient, connect
 
 # KEYS[1] lock key; ARGV[1] expected value; ARGV[2] new TTL in ms.
@@ -102,6 +103,19 @@ class RedisLockManager:
         except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis lock {lease.name!r}: {exc}") from exc
         self._counter.record_release(lease)
+        return deleted
+
+    def delete_stale_keys(self, records: Iterable[LockRecord]) -> int:
+        """For locks the ledger reports stale (``clear-stale-locks``): delete each key that
+        still holds that holder's value, so the lock is free now rather than when its TTL
+        ends. A key someone else holds by now is left alone. Return how many went."""
+        deleted = 0
+        try:
+            for record in records:
+                value = f"{record.token}:{record.owner}"
+                deleted += int(self._delete(keys=[self._key(record.name)], args=[value]))
+        except REDIS_ERRORS as exc:
+            raise errors.TransportError(f"Redis locks: {exc}") from exc
         return deleted
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from ledgerq import operations
+from ledgerq import bootstrap, operations
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.core.locks import LockRecord
 
@@ -68,13 +68,29 @@ def list_locks(cli: CliContext, only_stale: bool) -> int:
 @click.command("clear-stale-locks")
 @pass_cli
 def clear_stale_locks(cli: CliContext) -> int:
-    """Release locks whose lease expired or whose owner worker is no longer active. Their
-    fencing counters are kept, so every later token is still higher."""
-    cleared = operations.lock_admin(cli.app().parts).clear_stale_locks()
+    """Release locks whose lease expired or whose owner worker is no longer active (with
+    ``LOCKS_BACKEND=redis``, their Redis keys too). Their fencing counters are kept, so every
+    later token is still higher."""
+    app = cli.app()
+    admin = operations.lock_admin(app.parts)
+    # Keys first: if Redis does not answer, nothing is cleared and a second run still finds
+    # the records. A key is deleted only while it holds the stale holder's value, and a lock
+    # re-taken in between has a new token, which the clearing below leaves alone.
+    stale = [record for record in admin.list_locks() if record.stale]
+    keys_deleted = bootstrap.delete_stale_lock_keys(app.settings, app.parts, stale)
+    cleared = admin.clear_stale_locks()
     if cli.as_json:
-        cli.emit_json({"cleared": len(cleared), "locks": [lock_dict(r) for r in cleared]})
+        cli.emit_json(
+            {
+                "cleared": len(cleared),
+                "keys_deleted": keys_deleted,
+                "locks": [lock_dict(r) for r in cleared],
+            }
+        )
         return 0
     click.echo(f"cleared {len(cleared)} stale lock(s)")
+    if app.settings.locks_backend == "redis":
+        click.echo(f"deleted {keys_deleted} Redis lock key(s)")
     for r in cleared:
         click.echo(f"  {r.name} (owner {r.owner}, token {r.token})")
     return 0
