@@ -144,7 +144,9 @@ def paced(rate: float, duration: float) -> tuple[int, float]:
 
 
 def worker_cmds(mode: str) -> list[list[str]]:
-    """Two ``ledgerq worker start`` processes of 8 slots each, for every mode."""
+    """Two ``ledgerq worker start`` processes of 8 slots each, for every mode, each pinned to
+    a CPU of its own (``--pin-cpu``, as we recommend for workers sharing a host; see
+    runtime/affinity.py). ``BENCH_LEDGERQ_PIN_CPU=0`` runs them unpinned."""
     ledgerq = Path(sys.executable).with_name("ledgerq")
     entry = [str(ledgerq)] if ledgerq.exists() else [sys.executable, "-m", "ledgerq.cli.main"]
     argv = [
@@ -157,6 +159,7 @@ def worker_cmds(mode: str) -> list[list[str]]:
         str(CONCURRENCY),
         "--queues",
         tasks.QUEUE,
+        "--pin-cpu" if os.environ.get("BENCH_LEDGERQ_PIN_CPU", "1") != "0" else "--no-pin-cpu",
     ]
     return [list(argv) for _ in range(WORKER_PROCESSES)]
 
