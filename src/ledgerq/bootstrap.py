@@ -33,10 +33,10 @@ from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 
 if TYPE_CHECKING:
-    from ledgerq.core.locks import LockRecord
     from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
     from ledgerq.store.migrate import MigrationStatus
     from ledgerq.transport.redis import RedisTransport
+    from ledgerq.transport.redis_locks import RedisLockManager
 
 log = structlog.get_logger("ledgerq.bootstrap")
 
@@ -321,36 +321,22 @@ def build_locks(settings: Settings, parts: Parts) -> Locks:
     """``app.lock``'s implementation: the ledger's table, or Redis keys with the ledger's
     fencing counter (``LOCKS_BACKEND=redis``, which needs ``REDIS_URL``)."""
     ledger = SqlLocks(parts.store.engine)
+    manager = redis_lock_manager(settings, ledger)
+    return Locks(ledger if manager is None else manager, ledger)
+
+
+def redis_lock_manager(settings: Settings, ledger: SqlLocks) -> RedisLockManager | None:
+    """The Redis lock manager of ``LOCKS_BACKEND=redis`` (``ledger`` issues its fencing
+    tokens), or None with the database backend, whose rows are the locks."""
     if settings.locks_backend == "database":
-        return Locks(ledger, ledger)
+        return None
     if settings.redis_url is None:
         raise errors.ConfigError("LEDGERQ_LOCKS_BACKEND=redis needs LEDGERQ_REDIS_URL")
     from ledgerq.transport.redis_locks import RedisLockManager
 
-    manager = RedisLockManager(
+    return RedisLockManager(
         settings.redis_url.get_secret_value(), namespace=settings.namespace, counter=ledger
     )
-    return Locks(manager, ledger)
-
-
-def delete_stale_lock_keys(settings: Settings, parts: Parts, stale: list[LockRecord]) -> int:
-    """For ``clear-stale-locks``: with ``LOCKS_BACKEND=redis`` delete the Redis keys of the
-    locks in ``stale`` (each only while it still holds that holder's value) and return
-    how many went; ``TransportError`` if Redis does not answer. The database backend's rows
-    are the locks, so there it is 0."""
-    if settings.locks_backend != "redis" or settings.redis_url is None or not stale:
-        return 0
-    from ledgerq.transport.redis_locks import RedisLockManager
-
-    manager = RedisLockManager(
-        settings.redis_url.get_secret_value(),
-        namespace=settings.namespace,
-        counter=SqlLocks(parts.store.engine),
-    )
-    try:
-        return manager.delete_stale_keys(stale)
-    finally:
-        manager.close()
 
 
 def build_scheduler(

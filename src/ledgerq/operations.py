@@ -9,16 +9,18 @@ from dataclasses import dataclass, field
 
 from pydantic import SecretStr
 
-from ledgerq.bootstrap import Parts, producer_transport
+from ledgerq.bootstrap import Parts, producer_transport, redis_lock_manager
 from ledgerq.client import Client
 from ledgerq.config import Settings
 from ledgerq.core import errors
+from ledgerq.core.locks import LockRecord
 from ledgerq.core.operations import EventSink, FleetView, HealthProbe, ProbeResult, WorkerView
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.lock_admin import SqlLockAdmin
+from ledgerq.store.locks import SqlLocks
 from ledgerq.store.queues import SqlQueueControls, pool_usage
 
 
@@ -90,6 +92,33 @@ def queue_controls(parts: Parts) -> SqlQueueControls:
 def lock_admin(parts: Parts) -> SqlLockAdmin:
     """List and clear the fleet's distributed locks on the ledger of ``parts``."""
     return SqlLockAdmin(parts.store.engine)
+
+
+@dataclass(frozen=True)
+class ClearedLocks:
+    """What ``clear_stale_locks`` did: the records it freed, and the Redis keys it deleted."""
+
+    records: list[LockRecord]
+    keys_deleted: int
+
+
+def clear_stale_locks(settings: Settings, parts: Parts) -> ClearedLocks:
+    """Free every stale lock (``queue clear-stale-locks``); with ``LOCKS_BACKEND=redis`` also
+    delete their keys, each only while it still holds that holder's value.
+
+    Keys go first: if Redis does not answer (``TransportError``), nothing is cleared and a
+    second run still finds the records. A lock re-taken in between has a new token, which the
+    ledger's clearing leaves alone.
+    """
+    admin = lock_admin(parts)
+    keys_deleted = 0
+    manager = redis_lock_manager(settings, SqlLocks(parts.store.engine))
+    if manager is not None:
+        try:
+            keys_deleted = manager.delete_stale_keys(r for r in admin.list_locks() if r.stale)
+        finally:
+            manager.close()
+    return ClearedLocks(admin.clear_stale_locks(), keys_deleted)
 
 
 def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = True) -> Operations:

@@ -53,8 +53,8 @@ class RedisLockManager:
         return self.prefix + name
 
     @staticmethod
-    def _value(lease: Lease) -> str:
-        return f"{lease.token}:{lease.owner}"
+    def _value(token: int, owner: str) -> str:
+        return f"{token}:{owner}"
 
     def acquire_lock(self, name: str, *, owner: str, ttl_seconds: float) -> Lease | None:
         """Take the key with ``SET NX PX``; None if it exists. The ledger issues the token
@@ -64,7 +64,7 @@ class RedisLockManager:
         taken: list[str] = []
 
         def take(token: int) -> bool:
-            value = f"{token}:{owner}"
+            value = self._value(token, owner)
             if self._client.set(key, value, nx=True, px=_millis(ttl_seconds)):
                 taken.append(value)
                 return True
@@ -88,7 +88,8 @@ class RedisLockManager:
         """Extend the key if it still holds this lease's value; else raise ``LeaseLost``."""
         try:
             extended = self._extend(
-                keys=[self._key(lease.name)], args=[self._value(lease), _millis(ttl_seconds)]
+                keys=[self._key(lease.name)],
+                args=[self._value(lease.token, lease.owner), _millis(ttl_seconds)],
             )
         except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis lock {lease.name!r}: {exc}") from exc
@@ -99,7 +100,11 @@ class RedisLockManager:
     def release_lock(self, lease: Lease) -> bool:
         """Delete the key if it still holds this lease's value; False if it did not."""
         try:
-            deleted = bool(self._delete(keys=[self._key(lease.name)], args=[self._value(lease)]))
+            deleted = bool(
+                self._delete(
+                    keys=[self._key(lease.name)], args=[self._value(lease.token, lease.owner)]
+                )
+            )
         except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis lock {lease.name!r}: {exc}") from exc
         self._counter.record_release(lease)
@@ -112,7 +117,7 @@ class RedisLockManager:
         deleted = 0
         try:
             for record in records:
-                value = f"{record.token}:{record.owner}"
+                value = self._value(record.token, record.owner)
                 deleted += int(self._delete(keys=[self._key(record.name)], args=[value]))
         except REDIS_ERRORS as exc:
             raise errors.TransportError(f"Redis locks: {exc}") from exc

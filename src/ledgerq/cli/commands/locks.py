@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from ledgerq import bootstrap, operations
+from ledgerq import operations
 from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.core.locks import LockRecord
 
@@ -72,25 +72,19 @@ def clear_stale_locks(cli: CliContext) -> int:
     ``LOCKS_BACKEND=redis``, their Redis keys too). Their fencing counters are kept, so every
     later token is still higher."""
     app = cli.app()
-    admin = operations.lock_admin(app.parts)
-    # Keys first: if Redis does not answer, nothing is cleared and a second run still finds
-    # the records. A key is deleted only while it holds the stale holder's value, and a lock
-    # re-taken in between has a new token, which the clearing below leaves alone.
-    stale = [record for record in admin.list_locks() if record.stale]
-    keys_deleted = bootstrap.delete_stale_lock_keys(app.settings, app.parts, stale)
-    cleared = admin.clear_stale_locks()
+    cleared = operations.clear_stale_locks(app.settings, app.parts)
     if cli.as_json:
         cli.emit_json(
             {
-                "cleared": len(cleared),
-                "keys_deleted": keys_deleted,
-                "locks": [lock_dict(r) for r in cleared],
+                "cleared": len(cleared.records),
+                "keys_deleted": cleared.keys_deleted,
+                "locks": [lock_dict(r) for r in cleared.records],
             }
         )
         return 0
-    click.echo(f"cleared {len(cleared)} stale lock(s)")
+    click.echo(f"cleared {len(cleared.records)} stale lock(s)")
     if app.settings.locks_backend == "redis":
-        click.echo(f"deleted {keys_deleted} Redis lock key(s)")
-    for r in cleared:
+        click.echo(f"deleted {cleared.keys_deleted} Redis lock key(s)")
+    for r in cleared.records:
         click.echo(f"  {r.name} (owner {r.owner}, token {r.token})")
     return 0
