@@ -162,16 +162,20 @@ class Procs:
         self._dir = tmp_path
         self._procs: list[Proc] = []
 
-    def worker(self, url: str, *args: str, env: dict[str, str] | None = None) -> Proc:
-        """Start ``ledgerq --app effects_app worker start ARGS`` on ``url``."""
-        return self.start(url, "worker", "start", *args, env=env)
+    def worker(
+        self, url: str, *args: str, env: dict[str, str] | None = None, app: str = APP_REF
+    ) -> Proc:
+        """Start ``ledgerq --app APP worker start ARGS`` on ``url`` (effects_app by default)."""
+        return self.start(url, "worker", "start", *args, env=env, app=app)
 
-    def start(self, url: str | None, *args: str, env: dict[str, str] | None = None) -> Proc:
-        """Start ``ledgerq --app effects_app ARGS`` in the background."""
+    def start(
+        self, url: str | None, *args: str, env: dict[str, str] | None = None, app: str = APP_REF
+    ) -> Proc:
+        """Start ``ledgerq --app APP ARGS`` in the background (effects_app by default)."""
         log_path = self._dir / f"proc-{len(self._procs)}-{args[0]}.stderr"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
-                [*CLI, "--app", APP_REF, *args],
+                [*CLI, "--app", app, *args],
                 cwd=REPO_ROOT,
                 env=cli_env(url, env),
                 stdin=subprocess.DEVNULL,

@@ -28,16 +28,27 @@ def free_port() -> int:
 class PrivatePostgres:
     """A throwaway PostgreSQL cluster; ``restart_immediately`` crashes and restarts it."""
 
-    def __init__(self) -> None:
+    def __init__(self, standby_of: PrivatePostgres | None = None) -> None:
         if not PG_BIN:
             pytest.skip("no PostgreSQL server binaries (/usr/lib/postgresql/*/bin)")
         self.bin = Path(PG_BIN[-1])
+        self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        self.port = free_port()
+        self._owns_root = standby_of is None
+        if standby_of is not None:
+            self.root = standby_of.root
+            self.data = self.root / f"standby-{self.port}"
+            self._run(
+                "pg_basebackup",
+                *("-D", str(self.data), "-R", "-X", "stream", "--no-sync"),
+                *("-h", "127.0.0.1", "-p", str(standby_of.port), "-U", "postgres"),
+            )
+            self.start()
+            return
         # Not under pytest's tmp path: the server runs as ``postgres``, which cannot enter
         # root's private directories.
         self.root = Path(tempfile.mkdtemp(prefix="ledgerq-pg-"))
         self.data = self.root / "pgdata"
-        self.port = free_port()
-        self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
         if self._as_postgres:
             shutil.chown(self.root, "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
@@ -64,10 +75,51 @@ class PrivatePostgres:
         """Stop without a checkpoint, as a crash would."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
+    def configure(self, line: str) -> None:
+        """Append ``line`` to the cluster's postgresql.conf and reload it."""
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"\n{line}\n")
+        self._run("pg_ctl", "-D", str(self.data), "reload")
+
+    def sql(self, statement: str, database: str = "postgres") -> str:
+        """Run ``statement`` with psql; return its unaligned output."""
+        done = subprocess.run(
+            [
+                *self._as_postgres,
+                str(self.bin / "psql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-Atc",
+                statement,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return done.stdout.strip()
+
+    def standby(self) -> PrivatePostgres:
+        """A streaming standby of this cluster (``pg_basebackup -R -X stream``), started on a
+        port of its own in the same folder. The base backup copies postgresql.conf, so the
+        standby keeps this cluster's settings, as an operator's does."""
+        return PrivatePostgres(standby_of=self)
+
+    def promote(self) -> None:
+        """Promote a standby to primary and wait until it accepts writes."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "promote")
+
     def close(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             self.stop_immediately()
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._owns_root:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 class PrivateMariadb:

@@ -117,7 +117,32 @@ class HintsDropped:
     count: int
 
 
-Event = JobFinished | JobsEnqueued | ReconcilePassed | HintsDropped
+@dataclass(frozen=True, slots=True)
+class StoreWriteFailed:
+    """A write the worker must make (``operation``: completion, ...) failed and will be
+    retried: every failure is one event, so a write that keeps failing keeps counting."""
+
+    operation: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionBacklog:
+    """Finished attempts whose outcome is not yet written: ``pending`` of them, the oldest
+    waiting ``oldest_seconds``. Emitted while a worker holds its claims back for them, and
+    once with zeros when it claims again."""
+
+    pending: int
+    oldest_seconds: float
+
+
+Event = (
+    JobFinished
+    | JobsEnqueued
+    | ReconcilePassed
+    | HintsDropped
+    | StoreWriteFailed
+    | CompletionBacklog
+)
 """Every event a sink may receive."""
 
 

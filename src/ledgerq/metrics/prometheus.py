@@ -17,6 +17,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -26,11 +27,13 @@ from prometheus_client.registry import Collector
 
 from ledgerq.core.limits import Circuit
 from ledgerq.core.operations import (
+    CompletionBacklog,
     Event,
     HintsDropped,
     JobFinished,
     JobsEnqueued,
     ReconcilePassed,
+    StoreWriteFailed,
     WorkerView,
 )
 from ledgerq.metrics.breakers import BreakerCollector
@@ -93,6 +96,25 @@ class PrometheusSink:
             registry=registry,
         )
 
+        self.write_failures = Counter(
+            "store_write_failures",
+            "Writes a worker must make that failed and are retried, by operation.",
+            ["operation"],
+            registry=registry,
+        )
+        self.completions_pending = Gauge(
+            "completions_pending",
+            "Finished attempts whose outcome a worker holding its claims back has not written.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.completions_oldest = Gauge(
+            "completions_oldest_pending_seconds",
+            "Age of the oldest unwritten outcome while a worker holds its claims back.",
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+
     def emit(self, event: Event) -> None:
         """Record one event; cheap, never raises."""
         if isinstance(event, JobFinished):
@@ -106,6 +128,11 @@ class PrometheusSink:
                     self.reconciled.labels(action).inc(count)
         elif isinstance(event, HintsDropped):
             self.hints_dropped.inc(event.count)
+        elif isinstance(event, StoreWriteFailed):
+            self.write_failures.labels(event.operation).inc()
+        elif isinstance(event, CompletionBacklog):
+            self.completions_pending.set(event.pending)
+            self.completions_oldest.set(event.oldest_seconds)
 
     def count_tick(self, schedule: str) -> None:
         """Count one tick of ``schedule`` fired by this process."""

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
 from ledgerq.core import errors
+from ledgerq.core.operations import EventSink, StoreWriteFailed
 from ledgerq.core.ports import Completion, JobStore
 
 log = structlog.get_logger("ledgerq.completer")
@@ -19,24 +22,39 @@ MAX_GROUP = 500
 LINGER_SECONDS = 0.005
 
 
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """Outcomes handed to the completer and not yet written."""
+
+    pending: int
+    oldest_seconds: float
+    """How long the oldest of them has waited (0 when none waits)."""
+
+
 class Completer:
     """Collects completions from executor threads and flushes them as one fenced group write.
 
     A group is written at most ``LINGER_SECONDS`` after its first outcome arrived, so under
     heavy load many outcomes share one transaction. ``on_written`` gets each
-    completion with whether the fenced write applied. A database outage is retried with
-    backoff; nothing is dropped.
+    completion with whether the fenced write applied. A failed write is retried with
+    backoff, logged and counted (``StoreWriteFailed``) each time; nothing is dropped. A write
+    that neither fails nor returns (a commit waiting for a synchronous standby that is gone)
+    shows in ``backlog()``, which the fetcher reads to stop claiming work it cannot record.
     """
 
     def __init__(
         self,
         store: JobStore,
         on_written: Callable[[Sequence[tuple[Completion, bool]]], None],
+        events: EventSink | None = None,
     ) -> None:
         self._store = store
         self._on_written = on_written
+        self._events = events
         self._inbox: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._pending = 0
+        # Arrival time of each unwritten outcome, oldest first (groups are written in order).
+        self._arrivals: collections.deque[float] = collections.deque()
         self._cond = threading.Condition()
         self._stopping = threading.Event()  # cuts a linger short on stop
         self._thread = threading.Thread(target=self._run, name="ledgerq-completer", daemon=True)
@@ -49,7 +67,15 @@ class Completer:
         """Queue one completion for the next group write."""
         with self._cond:
             self._pending += 1
+            self._arrivals.append(time.monotonic())
         self._inbox.put(completion)
+
+    def backlog(self) -> Backlog:
+        """How many outcomes wait to be written, and for how long the oldest has."""
+        with self._cond:
+            if not self._arrivals:
+                return Backlog(0, 0.0)
+            return Backlog(self._pending, time.monotonic() - self._arrivals[0])
 
     def flush(self, timeout: float) -> bool:
         """Block until every queued completion is written; False on timeout."""
@@ -95,8 +121,18 @@ class Completer:
             try:
                 applied = self._store.complete_jobs(group)
                 break
-            except errors.StoreError as exc:
-                log.warning("completion write failed; retrying", error=str(exc), jobs=len(group))
+            except Exception as exc:
+                # A StoreError is expected (outage, failover); anything else is a bug, but
+                # letting it end this thread would leave every later outcome unwritten.
+                log.warning(
+                    "completion write failed; retrying",
+                    error=str(exc),
+                    jobs=len(group),
+                    backoff_s=backoff,
+                    exc_info=not isinstance(exc, errors.StoreError),
+                )
+                if self._events is not None:
+                    self._events.emit(StoreWriteFailed("completion"))
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
         for completion, ok in zip(group, applied, strict=True):
@@ -109,4 +145,6 @@ class Completer:
         self._on_written(list(zip(group, applied, strict=True)))
         with self._cond:
             self._pending -= len(group)
+            for _ in group:
+                self._arrivals.popleft()
             self._cond.notify_all()

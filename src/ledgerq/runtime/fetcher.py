@@ -11,8 +11,9 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.job import Job
-from ledgerq.core.operations import EventSink, HintsDropped
+from ledgerq.core.operations import CompletionBacklog, EventSink, HintsDropped
 from ledgerq.core.ports import JobStore, Transport
+from ledgerq.runtime.completer import Backlog
 from ledgerq.runtime.executor import Executor
 
 log = structlog.get_logger("ledgerq.fetcher")
@@ -28,6 +29,17 @@ BATCH_WAIT_SECONDS = 0.002
 #: SQLAlchemy's commit event, which fires just before the commit itself; and under a steady
 #: flow of hints nothing else would look for such a job until the reconciler re-sends it.
 RECHECKS_AFTER_DROP_SECONDS = (0.05, 0.25, 1.0)
+
+#: The fetcher claims nothing while a finished job's outcome has waited this long to be
+#: written, or while this many outcomes wait: a worker must not run more work than it can
+#: record (a completion write can hang, e.g. on a commit waiting for a synchronous standby
+#: that is gone, while claims, which do not wait for the standby, still succeed). A group
+#: write normally takes milliseconds; one full group (``MAX_GROUP``) is the count bound.
+HOLD_BACK_AFTER_SECONDS = 1.0
+HOLD_BACK_PENDING = 500
+
+#: While holding back, the warning (and the backlog event) repeats this often.
+HOLD_BACK_REPORT_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +69,14 @@ class Fetcher:
         on_claimed: Callable[[Job], None],
         is_settled: Callable[[], bool],
         events: EventSink | None = None,
+        backlog: Callable[[], Backlog] | None = None,
     ) -> None:
+        """``backlog`` (the completer's) tells how many outcomes wait to be written; while
+        they wait too long, nothing is claimed."""
         self._store = store
+        self._backlog = backlog
+        self._holding_since: float | None = None
+        self._next_report = 0.0
         self._transport = transport
         self._executor = executor
         self._policy = policy
@@ -94,7 +112,7 @@ class Fetcher:
         backoff = 0.1
         backlog = False
         while not self._stop.is_set() and not self._budget_spent():
-            if self._executor.wait_for_free_slot(0.25) == 0:
+            if self._executor.wait_for_free_slot(0.25) == 0 or self._holding_back():
                 continue
             if backlog and self.pace_seconds > 0:
                 # Ahead of the peers: let them catch up. The pause grows with the last batch,
@@ -130,6 +148,39 @@ class Fetcher:
                 continue
             if claimed == 0 and asked > 0 and self._found_nothing(hinted):
                 return
+
+    def _holding_back(self) -> bool:
+        """Whether finished jobs' outcomes have waited too long to be written to claim more
+        (then after a short pause); says so when holding back begins, every
+        ``HOLD_BACK_REPORT_SECONDS`` while it lasts, and when it ends."""
+        if self._backlog is None:
+            return False
+        backlog = self._backlog()
+        now = time.monotonic()
+        if backlog.oldest_seconds < HOLD_BACK_AFTER_SECONDS and backlog.pending < HOLD_BACK_PENDING:
+            if self._holding_since is not None:
+                log.info(
+                    "outcomes written; claiming again", held_s=round(now - self._holding_since, 1)
+                )
+                self._holding_since = None
+                if self._events is not None:
+                    self._events.emit(CompletionBacklog(0, 0.0))
+            return False
+        if self._holding_since is None:
+            self._holding_since = now
+            self._next_report = now
+        if now >= self._next_report:
+            self._next_report = now + HOLD_BACK_REPORT_SECONDS
+            log.warning(
+                "claims held back: finished jobs' outcomes are not written yet",
+                pending=backlog.pending,
+                oldest_s=round(backlog.oldest_seconds, 1),
+                held_s=round(now - self._holding_since, 1),
+            )
+            if self._events is not None:
+                self._events.emit(CompletionBacklog(backlog.pending, backlog.oldest_seconds))
+        self._stop.wait(0.05)
+        return True
 
     def _found_nothing(self, hinted: bool) -> bool:
         """The queues gave nothing: True if a burst worker is done; else wait for work

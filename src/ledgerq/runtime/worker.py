@@ -49,6 +49,9 @@ PACE_WINDOW_SECONDS = 60.0
 #: Seconds between a worker's checks whether the ledger's tables need maintenance.
 MAINTAIN_INTERVAL_SECONDS = 15.0
 
+#: At shutdown, the longest wait for the outcomes of finished jobs to be written.
+COMPLETION_FLUSH_SECONDS = 30.0
+
 
 def new_worker_id() -> str:
     """host:pid:random, so two hosts with the same name never collide."""
@@ -116,7 +119,7 @@ class Worker:
             store, transport, events=events, gate=gate, membership=self.membership
         )
         self.stats = self._book.stats
-        self._completer = Completer(store, self._book.record_written)
+        self._completer = Completer(store, self._book.record_written, events=events)
         self._executor = Executor(
             registry=registry,
             codec=codec,
@@ -144,6 +147,7 @@ class Worker:
             self._on_claimed,
             self._is_settled,
             events=events,
+            backlog=self._completer.backlog,
         )
         self._janitor = Janitor(store, interval_seconds=MAINTAIN_INTERVAL_SECONDS)
         self._stager = Stager(store, transport, interval_seconds=options.poll_interval_seconds)
@@ -233,14 +237,25 @@ class Worker:
             grace = 0.0 if self._immediate else self.options.shutdown_grace_seconds
             if not self._wait_idle(grace):
                 log.warning("grace period over; putting unfinished jobs back", grace_s=grace)
-        self._completer.flush(30.0)
-        self._book.put_back_unfinished()
+        if self._completer.flush(COMPLETION_FLUSH_SECONDS):
+            self._book.put_back_unfinished()
+        else:
+            # Writes do not get through (a commit that waits for a synchronous standby that is
+            # gone waits forever): every further write would hang the exit too.
+            backlog = self._completer.backlog()
+            log.error(
+                "outcomes of finished jobs could not be written; exiting without them:"
+                " the fleet fails this worker over and runs their jobs again",
+                pending=backlog.pending,
+                waited_s=round(backlog.oldest_seconds, 1),
+            )
         self._heartbeater.stop()
         self._janitor.stop()
         self._executor.stop()
-        self._completer.stop()
-        if self.membership is not None:
-            self.membership.stop()
+        if self._completer.backlog().pending == 0:
+            self._completer.stop()
+            if self.membership is not None:
+                self.membership.stop()
         self._transport.close()
         log.info(
             "worker stopped",

@@ -47,6 +47,21 @@ def normalize_url(url: str) -> sa.URL:
 IDLE_IN_TRANSACTION_SECONDS = 5
 
 
+#: libpq settings that bound how long a connection to a vanished server (a host that died or
+#: was cut off, which sends no reset) can block: a connect tries the next host of a
+#: multi-host URL after 10 s, an idle or waiting connection is found dead by keepalives in
+#: about 25 s, and a write the peer never acknowledges fails after 30 s. Without them a
+#: worker's writer thread waited for the kernel's retransmissions, about 15 minutes.
+PG_DEAD_PEER_DEFAULTS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+
+
 def create_engine(
     url: str,
     *,
@@ -94,7 +109,9 @@ def create_engine(
     if backend == "sqlite":
         options["connect_args"] = {"timeout": 30, "check_same_thread": False}
     if backend == "postgresql":
-        options["connect_args"] = {"prepare_threshold": 0}
+        # A URL's own values win (connect_args would override the URL's query).
+        defaults = {k: v for k, v in PG_DEAD_PEER_DEFAULTS.items() if k not in parsed.query}
+        options["connect_args"] = {"prepare_threshold": 0, **defaults}
     else:
         options["pool_size"] = pool_size
         options["max_overflow"] = pool_size

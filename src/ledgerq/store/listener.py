@@ -9,6 +9,7 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
+from ledgerq.store.engine import PG_DEAD_PEER_DEFAULTS
 from ledgerq.store.pg_statements import NOTIFY_CHANNEL
 
 log = structlog.get_logger("ledgerq.listener")
@@ -36,7 +37,12 @@ class PgNotifyWaker:
         args, kwargs = engine.dialect.create_connect_args(engine.url)
         kwargs.pop("context", None)  # SQLAlchemy's type adapters; not needed here
         self._connect_args: tuple[Any, ...] = tuple(args)
-        self._connect_kwargs: dict[str, Any] = {**kwargs, "application_name": LISTENER_NAME}
+        # The LISTEN connection waits idle for minutes: keepalives find a vanished server.
+        self._connect_kwargs: dict[str, Any] = {
+            **PG_DEAD_PEER_DEFAULTS,
+            **kwargs,
+            "application_name": LISTENER_NAME,
+        }
         self._queues = queues
         self._event = threading.Event()
         self._closed = threading.Event()
