@@ -200,3 +200,55 @@ def test_sigstop_past_ttl_then_sigcont_refuses_stale_writes(ledger: Make, procs:
         assert set(states.values()) == {WorkerState.STOPPED}
     finally:
         fleet.close()
+
+
+def test_a_resumed_worker_starts_none_of_its_prefetched_jobs(ledger: Make, procs: Procs) -> None:
+    """Frozen past its TTL with jobs prefetched, a worker must not start them when it resumes:
+    the fleet has moved them on. Only the job it was executing may run twice."""
+    db = ledger("postgresql")
+    fleet = Fleet(db.url)
+    try:
+        frozen = procs.worker(db.url, "--concurrency", "1", "--prefetch", "3", env=FLEET_ENV)
+        wait_until(lambda: len(fleet.active()) == 1, timeout=30, what="worker registered")
+        # ``stubborn``: a first attempt that works on, then one that returns at once; each
+        # run records its start.
+        first = db.effects.stubborn.enqueue("first", 1.0).job_id
+        wait_until(db.start_rows, timeout=30, what="the first job started")
+        prefetched = [db.effects.stubborn.enqueue(f"p{i}", 0.2).job_id for i in range(3)]
+        frozen_id = job_row(db, first).worker_id
+        wait_until(
+            lambda: all(job_row(db, i).worker_id == frozen_id for i in prefetched),
+            timeout=10,
+            what="three jobs prefetched by the worker",
+        )
+        frozen.signal(signal.SIGSTOP)
+        try:
+            survivor = procs.worker(db.url, "--concurrency", "4", env=FLEET_ENV)
+            wait_until(
+                lambda: all(job_row(db, i).state == "succeeded" for i in [first, *prefetched]),
+                timeout=30,
+                what="every job failed over and finished on the survivor",
+            )
+        finally:
+            frozen.popen.send_signal(signal.SIGCONT)
+        wait_until(
+            lambda: "declared dead by the fleet" in frozen.log(), timeout=20, what="it noticed"
+        )
+        # The executing job's late completion is refused; after it, the slot is free for the
+        # prefetched jobs, which must be dropped, not started.
+        wait_until(
+            lambda: "stale completion refused" in frozen.log(), timeout=20, what="refusal logged"
+        )
+        later = db.effects.record_effect.enqueue("after").job_id
+        wait_until(lambda: job_row(db, later).state == "succeeded", timeout=20, what="new work")
+        starts = db.start_rows()
+        for job_id in prefetched:
+            attempts = sorted(a for _, j, a in starts if j == job_id)
+            assert attempts == [2], (job_id, starts, frozen.log()[-3000:])
+        assert all(job_row(db, i).attempt == 2 for i in prefetched)
+        for proc in (frozen, survivor):
+            proc.signal(signal.SIGTERM)
+        for proc in (frozen, survivor):
+            assert proc.wait(20) == 0, proc.log()
+    finally:
+        fleet.close()

@@ -146,8 +146,9 @@ class Bookkeeper:
             self._gate.forget(ctx.claim)
         with self._lock:
             held = self._inflight.get(ctx.job_id)
-            if held is ctx:
-                del self._inflight[ctx.job_id]
+            if held is not ctx:
+                return  # forgotten already (abandoned, then skipped by its slot)
+            del self._inflight[ctx.job_id]
         if self._membership is not None:
             self._membership.ended(ctx.claim, None, ctx.job.started_at)
 

@@ -30,6 +30,9 @@ class JobContext:
     _lost: bool = False
     _stop: bool = False
     _completing: bool = False
+    confirmed_at: float = 0.0
+    """Monotonic time at which a claim or heartbeat that renewed this run's lease was sent:
+    the lease is good until at least a lease's length after it."""
 
     @property
     def job_id(self) -> int:
@@ -64,6 +67,10 @@ class JobContext:
     def mark_completing(self) -> None:
         """Record that the run ended; a refused heartbeat from now on is expected."""
         self._completing = True
+
+    def confirm(self, sent_at: float) -> None:
+        """Record that a write sent at ``sent_at`` (monotonic) renewed this run's lease."""
+        self.confirmed_at = max(self.confirmed_at, sent_at)
 
     def mark_lost(self) -> None:
         """Record that the ledger refused this run's fenced write."""

@@ -69,11 +69,15 @@ class Executor:
         prefetch: int | None = 0,
         on_skipped: Callable[[JobContext], None] | None = None,
         admit: Callable[[JobContext, TaskSpec | None], bool] | None = None,
+        may_start: Callable[[JobContext], bool] | None = None,
     ) -> None:
         """``prefetch``: jobs held beyond the running slots, or None to follow the job
         durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
-        runs; False: the job was held back (postponed by a limit) and its slot is free again."""
+        runs; False: the job was held back (postponed by a limit) and its slot is free again.
+        ``may_start`` (optional) is asked first whether the job is still this worker's to
+        start (its lease may have lapsed, see ``LeaseGuard``); False: it is skipped."""
         self._registry = registry
+        self._may_start_job = may_start
         self._admit = admit
         self._on_skipped = on_skipped
         self._codec = codec
@@ -219,7 +223,9 @@ class Executor:
         """Whether a job taken from the inbox may run now (else its slot is released)."""
         if self._draining:
             return False  # not started; the worker puts it back
-        if not run.ctx.owns_job:
+        if not run.ctx.owns_job or (
+            self._may_start_job is not None and not self._may_start_job(run.ctx)
+        ):
             # Taken away before it started (failed over while prefetched): never run it.
             if self._on_skipped is not None:
                 self._on_skipped(run.ctx)

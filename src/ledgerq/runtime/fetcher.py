@@ -66,7 +66,7 @@ class Fetcher:
         transport: Transport,
         executor: Executor,
         policy: FetchPolicy,
-        on_claimed: Callable[[Job], None],
+        on_claimed: Callable[[Job, float], None],
         is_settled: Callable[[], bool],
         events: EventSink | None = None,
         backlog: Callable[[], Backlog] | None = None,
@@ -218,6 +218,7 @@ class Fetcher:
         ids = self._transport.pull(queues=self._policy.queues, limit=limit, timeout=wait)
         if not ids:
             return None
+        sent = time.monotonic()
         jobs = self._store.claim_jobs(
             queues=self._policy.queues,
             worker_id=self._policy.worker_id,
@@ -233,7 +234,7 @@ class Fetcher:
                 self._events.emit(HintsDropped(dropped))
             now = time.monotonic()
             self._rechecks = [now + delay for delay in RECHECKS_AFTER_DROP_SECONDS]
-        self._accept(jobs)
+        self._accept(jobs, sent)
         return len(ids) == limit and bool(jobs)
 
     def _recheck_due(self) -> bool:
@@ -277,20 +278,23 @@ class Fetcher:
         limit = self._limit()
         if limit <= 0:
             return 0, 0
+        sent = time.monotonic()
         jobs = self._store.claim_jobs(
             queues=self._policy.queues,
             worker_id=self._policy.worker_id,
             limit=limit,
             lease_seconds=self._policy.lease_seconds,
         )
-        self._accept(jobs)
+        self._accept(jobs, sent)
         return len(jobs), limit
 
-    def _accept(self, jobs: list[Job]) -> None:
+    def _accept(self, jobs: list[Job], sent: float) -> None:
+        """Hand claimed jobs on; ``sent`` is when the claim was sent (their lease's start by
+        this process's clock, or a little before it)."""
         self._last_fetch = time.monotonic()
         self._claimed += len(jobs)
         if jobs:
             self._staged_before_exit = False
             self._last_batch = len(jobs)
         for job in jobs:
-            self._on_claimed(job)
+            self._on_claimed(job, sent)

@@ -4,6 +4,7 @@ busy or blocked job cannot starve it; a refused (fenced) heartbeat marks the job
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -47,13 +48,16 @@ class Heartbeater:
         contexts = self._running_jobs()
         if not contexts:
             return 0
+        sent = time.monotonic()
         applied = self._store.heartbeat_jobs([c.claim for c in contexts], lease_seconds=self._lease)
         refused = 0
         # A job that completed while the heartbeat was in flight is refused too; only a job
         # this worker still holds has really been lost.
         still_held = {id(c) for c in self._running_jobs()}
         for ctx, ok in zip(contexts, applied, strict=True):
-            if not ok and not ctx.completing and id(ctx) in still_held:
+            if ok:
+                ctx.confirm(sent)
+            elif not ctx.completing and id(ctx) in still_held:
                 refused += 1
                 ctx.mark_lost()
                 log.warning(

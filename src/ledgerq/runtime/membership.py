@@ -73,6 +73,11 @@ class Membership:
         self.lifeline.start()
         self.recorder.start()
 
+    def renew(self) -> None:
+        """Heartbeat the registration now (a held job's lease may have lapsed, see
+        ``LeaseGuard``); a refusal makes the worker abandon what it lost and register again."""
+        self.registrar.beat()
+
     def stop(self) -> None:
         """Write the remaining history, then deregister (a clean exit)."""
         self.lifeline.stop()

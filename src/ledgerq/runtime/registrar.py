@@ -45,6 +45,9 @@ class Member(Protocol):
     def transport_round_trip_ms(self) -> float | None:
         """Round trip to the transport's server (Redis) in ms; None without one or when down."""
 
+    def lease_confirmed(self, sent_at: float) -> None:
+        """The ledger renewed the registration with a write sent at ``sent_at`` (monotonic)."""
+
 
 class Registrar:
     """Registration, heartbeat, health checks and stop requests of one worker process.
@@ -104,6 +107,7 @@ class Registrar:
         return time.monotonic() - self._last_failure
 
     def _register(self) -> bool:
+        sent = time.monotonic()
         try:
             self._store.register_worker(self._registration)
         except errors.StoreError as exc:
@@ -111,6 +115,7 @@ class Registrar:
             log.warning("worker registration failed; retrying", error=str(exc))
             return False
         self._registered = True
+        self._member.lease_confirmed(sent)
         return True
 
     def _run(self) -> None:
@@ -126,6 +131,7 @@ class Registrar:
     def beat(self) -> None:
         """One heartbeat; reacts to a refusal (declared dead) and to stop requests."""
         began = time.perf_counter()
+        sent = time.monotonic()
         try:
             reply = self._store.heartbeat_worker(self.worker_id, self._member.pulse())
         except errors.StoreError as exc:
@@ -145,6 +151,7 @@ class Registrar:
             self._registered = False
             self._register()
             return
+        self._member.lease_confirmed(sent)
         self._member.share_with_peers(reply.peers_jobs_per_second_per_slot)
         if reply.stop_requested is not None and self._stop_seen is None:
             self._stop_seen = reply.stop_requested

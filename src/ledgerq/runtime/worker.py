@@ -34,6 +34,7 @@ from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
+from ledgerq.runtime.lease import LeaseGuard
 from ledgerq.runtime.membership import Membership
 from ledgerq.runtime.pacer import Pacer
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
@@ -120,6 +121,12 @@ class Worker:
         )
         self.stats = self._book.stats
         self._completer = Completer(store, self._book.record_written, events=events)
+        self._leases = LeaseGuard(
+            store,
+            lease_seconds=options.lease_seconds,
+            heartbeat_interval_seconds=options.heartbeat_interval_seconds,
+            renew_worker=self.membership.renew if self.membership is not None else None,
+        )
         self._executor = Executor(
             registry=registry,
             codec=codec,
@@ -128,6 +135,7 @@ class Worker:
             prefetch=options.prefetch,
             on_skipped=self._book.forget,
             admit=self._book.admit if gate is not None else None,
+            may_start=self._leases.may_start,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -280,8 +288,8 @@ class Worker:
         self._book.mark_completing(completion)
         self._completer.add(completion)
 
-    def _on_claimed(self, job: Job) -> None:
-        ctx = JobContext(job, self._items)
+    def _on_claimed(self, job: Job, sent_at: float) -> None:
+        ctx = JobContext(job, self._items, confirmed_at=sent_at)
         self._book.hold(ctx)
         self._executor.submit(ctx)
 
@@ -296,6 +304,10 @@ class Worker:
         done = sum(self.stats.outcomes.values())
         rate = self._pacer.sample(done)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
+
+    def lease_confirmed(self, sent_at: float) -> None:
+        """The ledger renewed this worker's registration with a write sent at ``sent_at``."""
+        self._leases.worker_confirmed(sent_at)
 
     def announce_requeued(self, job_ids: list[int]) -> None:
         """Announce jobs a failover put back (they are in the ledger whatever happens)."""
