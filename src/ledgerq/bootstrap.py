@@ -253,7 +253,8 @@ def build_worker(
     """A worker wired to the store and transport of ``settings``; ``events`` (optional)
     receives its JobFinished events (metrics)."""
     transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
-    # A worker on Redis also takes stop requests from Redis (the database has them too).
+    # A worker on Redis is woken by stop messages, then reads its stop request from the
+    # database: the message itself carries no authority.
     control = cast("ControlChannel", transport) if isinstance(transport, _redis_class()) else None
     return Worker(
         store=parts.store,

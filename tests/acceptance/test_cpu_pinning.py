@@ -70,7 +70,7 @@ def test_each_pinned_worker_takes_its_own_cpu_and_a_killed_ones_cpu_is_free_agai
     assert all(len(cpus) > 1 for cpus in cpus_of(extra.pid).values())
     assert "could not pin to a CPU" in extra.log()
     assert all(len(cpus) > 1 for cpus in cpus_of(unpinned.pid).values())
-    assert (tmp_path / LOCK_FOLDER).is_dir()
+    assert (tmp_path / f"{LOCK_FOLDER}-{os.getuid()}").is_dir()  # per user, private
 
     # Every thread of a pinned worker runs its jobs on that CPU: the jobs still run.
     db.effects.noop.enqueue_many([(n, 0.0) for n in range(200)])

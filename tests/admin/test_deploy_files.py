@@ -72,3 +72,37 @@ def test_unit_files_stop_gracefully() -> None:
     assert "KillSignal=SIGTERM" in unit and "EnvironmentFile=/etc/ledgerq/%i.env" in unit
     supervisor = (DEPLOY / "supervisor" / "ledgerq.conf").read_text()
     assert "stopsignal=TERM" in supervisor and "numprocs=" in supervisor
+
+
+def health_hosts(command: list[str] | str) -> list[str]:
+    """The values given to --health-host in a command (a list or a shell-like string)."""
+    words = command.split() if isinstance(command, str) else command
+    return [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--health-host"]
+
+
+def test_compose_redis_needs_a_password_and_nothing_internal_is_exposed() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker" / "compose.yaml").read_text())
+    services = compose["services"]
+    redis_command = services["redis"]["command"]
+    assert "--requirepass" in redis_command
+    password = redis_command[redis_command.index("--requirepass") + 1]
+    assert password.startswith("${REDIS_PASSWORD:?"), password  # from the environment, required
+    assert "${REDIS_PASSWORD" in services["worker"]["environment"]["LEDGERQ_REDIS_URL"]
+    # The database and Redis publish no port and sit on a network with no way out.
+    for name in ("postgres", "redis"):
+        assert "ports" not in services[name]
+        assert list(services[name]["networks"]) == ["backend"]
+    assert compose["networks"]["backend"]["internal"] is True
+
+
+def test_health_ports_bind_loopback_by_default() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker" / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        for host in health_hosts(service.get("command", [])):
+            assert host in ("127.0.0.1", "${WORKER_HEALTH_HOST:-127.0.0.1}"), name
+    dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()
+    (cmd,) = [line for line in dockerfile.splitlines() if line.startswith("CMD ")]
+    assert health_hosts(json.loads(cmd[4:])) in ([], ["127.0.0.1"])
+    for path in ("systemd/ledgerq-worker@.service", "supervisor/ledgerq.conf"):
+        text = (DEPLOY / path).read_text()
+        assert "--health-port" in text and health_hosts(text) in ([], ["127.0.0.1"]), path

@@ -83,6 +83,26 @@ def test_stop_requests_travel_through_the_heartbeat(
     assert {r.stop_requested for r in replies if r} == {fleet.StopMode.IMMEDIATE}
 
 
+def test_read_stop_request_reads_only_the_database(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    _, ws = stores
+    for name in ("a", "b"):
+        register(ws, name)
+    assert ws.read_stop_request("a") is None
+    assert ws.read_stop_request("nobody") is None
+    ws.request_stop(worker_id="a", mode=fleet.StopMode.GRACEFUL)
+    assert ws.read_stop_request("a") is fleet.StopMode.GRACEFUL
+    assert ws.read_stop_request("b") is None
+    ws.request_stop(worker_id=None, mode=fleet.StopMode.IMMEDIATE)
+    assert ws.read_stop_request("b") is fleet.StopMode.IMMEDIATE
+    # A stopped worker has nothing left to obey; registering again clears the request.
+    ws.deregister_worker("b")
+    assert ws.read_stop_request("b") is None
+    register(ws, "b")
+    assert ws.read_stop_request("b") is None
+
+
 def test_heartbeat_reply_carries_the_peers_mean_rate(
     stores: tuple[SqlJobStore, SqlFleetAdmin],
 ) -> None:

@@ -162,8 +162,9 @@ class LedgerRepair(Protocol):
 
 
 class ControlChannel(Protocol):
-    """A fast lane for fleet control messages (stop requests). The database stays the record:
-    a worker also sees every request at its next heartbeat, so a lost message costs time only."""
+    """A fast lane for fleet control messages (stop requests). A message carries no authority:
+    it only wakes a worker, which then reads its stop request from the database and obeys that
+    alone, so a forged message costs a read, a lost one a heartbeat interval."""
 
     def publish_stop(self, *, worker_id: str | None, mode: str) -> None:
         """Ask one worker (or, with None, every worker) to stop; ``mode`` is ``graceful`` or
@@ -171,7 +172,7 @@ class ControlChannel(Protocol):
 
     def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
         """Call ``handler(worker_id, mode)`` for every stop message, from a thread of its own,
-        until the channel is closed."""
+        until the channel is closed. The arguments are claims of whoever published them."""
 
 
 class Waker(Protocol):
@@ -225,6 +226,10 @@ class WorkerStore(Protocol):
 
     def heartbeat_worker(self, worker_id: str, pulse: fleet.Pulse) -> fleet.HeartbeatReply | None:
         """Renew the worker's heartbeat; None if refused (the worker is dead or unknown)."""
+
+    def read_stop_request(self, worker_id: str) -> fleet.StopMode | None:
+        """The stop request recorded for this active worker (None: none, or not active). The
+        database is the only authority for stops: a control message merely prompts this read."""
 
     def deregister_worker(self, worker_id: str) -> bool:
         """Mark a cleanly exiting worker ``stopped``; False if it was not active."""

@@ -84,6 +84,11 @@ class Membership:
         self.recorder.stop()
         self.registrar.stop()
 
+    def check_stop_request(self) -> None:
+        """A control message arrived: read this worker's stop request from the database now
+        (the message itself is never obeyed)."""
+        self.registrar.check_stop_request()
+
     def started(self, job: Job) -> None:
         """Record that this worker holds ``job``'s current attempt."""
         self.recorder.add(

@@ -1,7 +1,8 @@
 """Registrar: keeps this worker's row in the fleet registry alive. It registers at start,
 heartbeats every interval from its own thread (a busy or blocked job cannot starve it),
 records a health check every health interval, carries stop requests from the database to the
-worker, and deregisters on a clean exit.
+worker, and deregisters on a clean exit. The database is the only authority for a stop: a
+control message (Redis) merely makes it read the worker's stop request now.
 
 A refused heartbeat means the fleet declared this worker dead (it was frozen or cut off past
 its TTL) and moved its jobs on: the worker abandons the jobs it no longer owns and registers
@@ -22,6 +23,13 @@ from ledgerq.core.ports import WorkerStore
 from ledgerq.runtime import probes
 
 log = structlog.get_logger("ledgerq.registrar")
+
+#: Fewest seconds between two stop reads prompted by control messages, so a flood of forged
+#: messages costs at most ten indexed reads a second and never delays a heartbeat for long.
+WAKE_SPACING_SECONDS = 0.1
+
+#: Seconds between two warnings about control messages the database did not back.
+UNBACKED_WARNING_SECONDS = 60.0
 
 
 class Member(Protocol):
@@ -79,6 +87,10 @@ class Registrar:
         self._registered = False
         self._stop_seen: fleet.StopMode | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.unbacked_wake_ups = 0
+        """Control messages after which the database held no stop request (forged or stale)."""
+        self._last_unbacked_warning = -float("inf")
         self._thread = threading.Thread(target=self._run, name="ledgerq-registrar", daemon=True)
 
     @property
@@ -94,6 +106,7 @@ class Registrar:
     def stop(self) -> None:
         """Stop beating and mark the worker stopped in the registry."""
         self._stop.set()
+        self._wake.set()
         self._thread.join(10)
         try:
             self._store.deregister_worker(self.worker_id)
@@ -118,15 +131,57 @@ class Registrar:
         self._member.lease_confirmed(sent)
         return True
 
+    def check_stop_request(self) -> None:
+        """Read this worker's stop request from the database soon, on the registrar's thread
+        (a control message arrived). Thread-safe and cheap: calls in a row cost one read."""
+        self._wake.set()
+
     def _run(self) -> None:
-        next_health = time.monotonic() + min(self._interval, self._health_interval)
-        while not self._stop.wait(self._interval):
-            if not self._registered and not self._register():
-                continue
-            self.beat()
-            if time.monotonic() >= next_health:
-                next_health = time.monotonic() + self._health_interval
-                self.check_health()
+        now = time.monotonic()
+        next_beat = now + self._interval
+        next_health = now + min(self._interval, self._health_interval)
+        while True:
+            woken = self._wake.wait(max(0.0, next_beat - time.monotonic()))
+            if self._stop.is_set():
+                return
+            if time.monotonic() >= next_beat:
+                # Due heartbeats come first: a flood of wake-ups must not starve them (the
+                # fleet would fail this worker over). A heartbeat reads the stop request too.
+                self._wake.clear()
+                next_health = self._pulse(next_health)
+                next_beat = time.monotonic() + self._interval
+            elif woken:
+                self._wake.clear()
+                self._read_stop_request()
+                self._stop.wait(WAKE_SPACING_SECONDS)
+
+    def _pulse(self, next_health: float) -> float:
+        """Heartbeat (registering first if needed) and check health when due; return when
+        the next health check is due."""
+        if not self._registered and not self._register():
+            return next_health
+        self.beat()
+        if time.monotonic() >= next_health:
+            next_health = time.monotonic() + self._health_interval
+            self.check_health()
+        return next_health
+
+    def _read_stop_request(self) -> None:
+        try:
+            wanted = self._store.read_stop_request(self.worker_id)
+        except errors.StoreError as exc:
+            log.warning("could not read the stop request; the heartbeat will", error=str(exc))
+            return
+        if wanted is None:
+            self.unbacked_wake_ups += 1
+            if time.monotonic() - self._last_unbacked_warning >= UNBACKED_WARNING_SECONDS:
+                self._last_unbacked_warning = time.monotonic()
+                log.warning(
+                    "ignored a stop message: the database holds no stop request for this worker",
+                    ignored_so_far=self.unbacked_wake_ups,
+                )
+            return
+        self._obey(wanted, prompted_by="control message")
 
     def beat(self) -> None:
         """One heartbeat; reacts to a refusal (declared dead) and to stop requests."""
@@ -153,10 +208,15 @@ class Registrar:
             return
         self._member.lease_confirmed(sent)
         self._member.share_with_peers(reply.peers_jobs_per_second_per_slot)
-        if reply.stop_requested is not None and self._stop_seen is None:
-            self._stop_seen = reply.stop_requested
-            log.info("stop requested through the database", mode=reply.stop_requested.value)
-            self._member.request_stop(immediate=reply.stop_requested is fleet.StopMode.IMMEDIATE)
+        if reply.stop_requested is not None:
+            self._obey(reply.stop_requested, prompted_by="heartbeat")
+
+    def _obey(self, wanted: fleet.StopMode, *, prompted_by: str) -> None:
+        if self._stop_seen is not None:
+            return
+        self._stop_seen = wanted
+        log.info("stop requested through the database", mode=wanted.value, seen_at=prompted_by)
+        self._member.request_stop(immediate=wanted is fleet.StopMode.IMMEDIATE)
 
     def check_health(self) -> fleet.HealthCheck:
         """Measure, judge and record one health check (recording is best effort)."""

@@ -193,9 +193,12 @@ class Worker:
         return self._stop_requested
 
     def _on_stop_message(self, worker_id: str | None, mode: str) -> None:
-        if worker_id is None or worker_id == self.id:
-            log.info("stop requested through Redis", mode=mode)
-            self.request_stop(immediate=mode == "immediate")
+        # Anyone who can reach Redis can publish this, so it carries no authority: it only
+        # makes the registrar read this worker's stop request from the database at once
+        # (``worker stop`` writes it there before publishing). ``mode`` is not trusted.
+        del mode
+        if self.membership is not None and worker_id in (None, self.id):
+            self.membership.check_stop_request()
 
     def request_stop(self, *, immediate: bool = False) -> None:
         """Ask for a graceful stop; ``immediate`` skips the grace period. Signal-safe."""
@@ -212,7 +215,8 @@ class Worker:
         )
         if self.membership is not None:
             self.membership.start()
-        if self._control is not None:
+        if self._control is not None and self.membership is not None:
+            # Without a fleet store no stop request exists to read, so nothing to wake for.
             self._control.subscribe_stops(self._on_stop_message)
         self._completer.start()
         self._executor.start()

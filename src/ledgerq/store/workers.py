@@ -93,6 +93,16 @@ class SqlWorkerStore(FailoverMixin):
             float(mean) if int(peers) > 1 and mean is not None else None,
         )
 
+    def read_stop_request(self, worker_id: str) -> fleet.StopMode | None:
+        """The stop request recorded for this active worker, if any: one read by primary key,
+        on the primary (a replica's lag would delay the stop)."""
+        stmt = sa.select(queue_workers.c.stop_requested).where(
+            queue_workers.c.id == worker_id, queue_workers.c.state == W.ACTIVE.value
+        )
+        with self._single() as conn:
+            wanted = conn.execute(stmt).scalar_one_or_none()
+        return fleet.StopMode(wanted) if wanted else None
+
     def deregister_worker(self, worker_id: str) -> bool:
         """Mark a cleanly exiting worker stopped; False if it was not active any more."""
         stmt = (

@@ -232,7 +232,8 @@ class RedisTransport:
         return f"{self.prefix}:control"
 
     def publish_stop(self, *, worker_id: str | None, mode: str) -> None:
-        """Publish a stop request (the database holds the same request)."""
+        """Publish a stop wake-up (the request itself must already be in the database: a
+        worker obeys only what it reads there)."""
         message = wire.encode_stop(worker_id, mode)
         try:
             self._client.publish(self.control_channel, message)
@@ -240,8 +241,9 @@ class RedisTransport:
             raise errors.TransportError(f"Redis publish failed: {exc}") from exc
 
     def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
-        """Deliver stop requests to ``handler`` from a daemon thread; resubscribes with backoff
-        after a Redis failure. Malformed messages are ignored."""
+        """Deliver stop messages to ``handler`` from a daemon thread; resubscribes with backoff
+        after a Redis failure. Malformed messages are ignored; well-formed ones are claims of
+        whoever could publish, never orders."""
         self._subscribe(self.control_channel, lambda data: wire.dispatch_stop(data, handler))
 
     @property
