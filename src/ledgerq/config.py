@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 
 from ledgerq.core import errors
 from ledgerq.core.job import check_queue_name
+from ledgerq.core.redaction import mask_text
 
 ENV_PREFIX = "LEDGERQ_"
 # Variables of ledgerq's own test suite and tools, not settings.
@@ -116,22 +117,13 @@ class Settings(BaseSettings):
         for name, value in self.model_dump().items():
             if isinstance(value, SecretStr):
                 shown[name] = (
-                    _mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
+                    mask_text(value.get_secret_value()) if name.endswith("_url") else "***"
                 )
             elif isinstance(value, Path):
                 shown[name] = str(value)
             else:
                 shown[name] = list(value) if isinstance(value, tuple) else value
         return shown
-
-
-def _mask_url(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -10,6 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
+from ledgerq.core.redaction import MASK, mask_text
 
 #: Execution option marking a transaction that only reads (SQLite then skips the write lock).
 READ_ONLY_OPTION = "ledgerq_read_only"
@@ -23,12 +25,24 @@ _DRIVERS = {
 }
 
 
+def shown_url(url: str) -> str:
+    """``url`` fit for an error message: its credentials masked even when it is malformed
+    (``postgresql//app:pw@host``), so a typo in it never prints its password."""
+    masked = mask_text(url)
+    if "@" not in masked.replace(f"{MASK}@", ""):
+        return masked
+    scheme = re.match(r"[A-Za-z][\w+.-]*:?/*", url)
+    return f"{scheme.group(0) if scheme else ''}{MASK}@{url.rpartition('@')[2]}"
+
+
 def normalize_url(url: str) -> sa.URL:
-    """Parse ``url`` and pick ledgerq's driver when the URL names none."""
+    """Parse ``url`` and pick ledgerq's driver when the URL names none; raise ``ConfigError``
+    (with the password masked) if it is malformed."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise errors.ConfigError(f"invalid database URL {url!r}: {exc}") from None
+    except (ArgumentError, ValueError) as exc:
+        # ValueError: a port that is not a number.
+        raise errors.ConfigError(f"invalid database URL {shown_url(url)!r}: {exc}") from None
     backend = parsed.get_backend_name()
     if backend not in _DRIVERS:
         raise errors.ConfigError(
