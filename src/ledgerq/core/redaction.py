@@ -50,6 +50,17 @@ def mask_text(text: str) -> str:
     return KEY_VALUE.sub(_mask_pair, URL_PASSWORD.sub(rf"\g<1>{MASK}@", text))
 
 
+def mask_url(url: str) -> str:
+    """``url`` fit for an error message or a settings listing: its password masked, and even
+    when it is malformed (``postgresql//app:pw@host``) everything before its last ``@``, so a
+    typo in a URL never prints its password."""
+    masked = mask_text(url)
+    if "@" not in masked.replace(f"{MASK}@", ""):
+        return masked
+    scheme = re.match(r"[A-Za-z][\w+.-]*:?/*", url)
+    return f"{scheme.group(0) if scheme else ''}{MASK}@{url.rpartition('@')[2]}"
+
+
 def is_secret_name(key: object) -> bool:
     """Whether a mapping key (argument name, log field) names a secret."""
     return isinstance(key, str) and bool(SECRET_NAME.search(key))
