@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ledgerq.core import errors
 from ledgerq.core.job import NewJob
-from ledgerq.core.validation import check_text
+from ledgerq.core.validation import check_text, is_encodable
 
 SCHEDULE_NAME = re.compile(r"^[^\s\x00-\x1f]{1,200}$")
 #: Most missed ticks ``missed="all"`` may run at once: a long outage must not flood the queue.
@@ -82,7 +82,7 @@ class ScheduleNotFound(errors.StoreError):
 def check_schedule_name(name: str) -> str:
     """Return ``name`` if it is a valid schedule name, else raise
     ``InvalidScheduleDefinition``."""
-    if not isinstance(name, str) or not SCHEDULE_NAME.match(name):
+    if not isinstance(name, str) or not SCHEDULE_NAME.match(name) or not is_encodable(name):
         raise InvalidScheduleDefinition(
             f"invalid schedule name {name!r}: use 1-200 characters without spaces",
             field="name",
