@@ -8,10 +8,11 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from ledgerq.core import errors
-from ledgerq.core.batches import BatchEvent, BatchStatus, BatchStore, Callback
+from ledgerq.core.batches import BatchEvent, BatchNotFound, BatchStatus, BatchStore, Callback
 from ledgerq.core.job import EnqueueResult, JobHint, NewJob
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskSpec
+from ledgerq.core.validation import MAX_JOB_ID
 
 #: Keyword arguments of ``Batch.add`` that are job options, not task arguments.
 MEMBER_OPTIONS = frozenset({"queue", "priority", "delay", "max_attempts", "timeout"})
@@ -158,10 +159,19 @@ class BatchClient:
 
     def get(self, batch_id: int) -> BatchStatus:
         """The batch and its members per state; ``BatchNotFound`` if unknown."""
-        return self._store.get_batch(batch_id)
+        return self._store.get_batch(_storable(batch_id))
 
     def retry_failed(self, batch_id: int) -> list[int]:
         """Queue the batch's dead and failed members again now; return their ids."""
-        hints = self._store.retry_failed(batch_id)
+        hints = self._store.retry_failed(_storable(batch_id))
         self._announce(hints)
         return [h.job_id for h in hints]
+
+
+def _storable(batch_id: int) -> int:
+    """``batch_id`` if a batch could have it; else ``BatchNotFound`` (ids are BIGINTs)."""
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int):
+        raise BatchNotFound(batch_id)
+    if not 0 < batch_id <= MAX_JOB_ID:
+        raise BatchNotFound(batch_id)
+    return batch_id

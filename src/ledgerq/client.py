@@ -22,6 +22,7 @@ from ledgerq.core.operations import EventSink, JobsEnqueued
 from ledgerq.core.ports import JobStore, Transport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.core.validation import check_job_id, check_seconds, check_text
 
 MAX_PRIORITY = 32767
 
@@ -72,15 +73,16 @@ class Client:
             raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {priority}")
         if max_attempts is not None and max_attempts < 1:
             raise errors.InvalidJob(f"max_attempts must be at least 1, got {max_attempts}")
-        if timeout is not None and timeout <= 0:
-            raise errors.InvalidJob(f"timeout must be positive, got {timeout}")
-        if dedupe_key is not None and not 0 < len(dedupe_key) <= 255:
-            raise errors.InvalidJob("dedupe_key must be 1 to 255 characters")
+        if timeout is not None:
+            check_seconds(timeout, what="timeout")
+        if dedupe_key is not None:
+            check_text(dedupe_key, what="dedupe_key", max_length=255)
         if run_at is not None and delay:
             raise errors.InvalidSchedule("give either delay or run_at, not both")
         return NewJob(
             task=spec.name,
-            queue=check_queue_name(queue or spec.queue),
+            # An empty --queue is a mistake, not "the task's queue".
+            queue=check_queue_name(spec.queue if queue is None else queue),
             args_json=self._codec.encode_args(tuple(args), kwargs or {}),
             priority=spec.priority if priority is None else priority,
             max_attempts=spec.retry.max_attempts if max_attempts is None else max_attempts,
@@ -130,7 +132,7 @@ class Client:
 
     def get(self, job_id: int) -> Job:
         """Return the job or raise ``JobNotFound``."""
-        return self.store.get_job(job_id)
+        return self.store.get_job(check_job_id(job_id))
 
     def list(
         self,
@@ -140,21 +142,25 @@ class Client:
         task: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        """Newest jobs first, filtered by every given argument."""
+        """Newest jobs first, filtered by every given argument (``InvalidJob`` for a filter
+        no job could match: empty, control characters, invalid Unicode)."""
+        for what, value in (("queue", queue), ("task", task)):
+            if value is not None:
+                check_text(value, what=f"{what} filter", max_length=200)
         return self.store.list_jobs(state=state, queue=queue, task=task, limit=limit)
 
     def cancel(self, job_id: int) -> Job:
         """Cancel a job that has not finished."""
-        return self.store.cancel_job(job_id)
+        return self.store.cancel_job(check_job_id(job_id))
 
     def start(self, job_id: int) -> Job:
         """Start a held job: it is queued now (``InvalidTransition`` if it is not held)."""
-        job = self.store.start_job(job_id)
+        job = self.store.start_job(check_job_id(job_id))
         self.announce([job.hint])
         return job
 
     def retry(self, job_id: int) -> Job:
         """Run a failed, dead or cancelled job again now."""
-        job = self.store.retry_job(job_id)
+        job = self.store.retry_job(check_job_id(job_id))
         self.announce([job.hint])
         return job

@@ -6,23 +6,32 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from ledgerq.core import errors
 from ledgerq.core.job import check_queue_name
+from ledgerq.core.redaction import mask_url
 
 ENV_PREFIX = "LEDGERQ_"
 # Variables of ledgerq's own test suite and tools, not settings.
 _NOT_SETTINGS = ("LEDGERQ_TEST_", "LEDGERQ_SOAK", "LEDGERQ_BENCH_")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 class Settings(BaseSettings):
     """Every setting, with its unit in the name or the docstring."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=".env", extra="forbid", frozen=True
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        extra="forbid",
+        frozen=True,
+        # ``inf`` or ``nan`` is never a number of seconds (an infinite heartbeat interval
+        # would make every worker look dead): refused in every float setting.
+        allow_inf_nan=False,
     )
 
     app: str | None = None
@@ -110,14 +119,29 @@ class Settings(BaseSettings):
             check_queue_name(name)
         return value
 
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_redis_url(value.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _check_heartbeat(self) -> Settings:
+        if self.heartbeat_interval >= self.worker_ttl:
+            raise ValueError(
+                f"heartbeat_interval ({self.heartbeat_interval:g} s) must be shorter than"
+                f" worker_ttl ({self.worker_ttl:g} s), or every worker looks dead between"
+                " two heartbeats"
+            )
+        return self
+
     def masked(self) -> dict[str, Any]:
         """Every setting, with secrets (passwords in URLs, tokens) replaced by ``***``."""
         shown: dict[str, Any] = {}
         for name, value in self.model_dump().items():
             if isinstance(value, SecretStr):
-                shown[name] = (
-                    _mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
-                )
+                shown[name] = mask_url(value.get_secret_value()) if name.endswith("_url") else "***"
             elif isinstance(value, Path):
                 shown[name] = str(value)
             else:
@@ -125,13 +149,21 @@ class Settings(BaseSettings):
         return shown
 
 
-def _mask_url(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+def check_redis_url(url: str) -> str:
+    """Return ``url`` if it is a Redis URL the transport can use; else raise ``ValueError``
+    naming the problem (the URL is never echoed with its password)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError: not a number, or out of range
+    except ValueError as exc:
+        raise ValueError(f"redis_url {mask_url(url)!r} is malformed: {exc}") from None
+    if parts.scheme not in REDIS_SCHEMES:
+        raise ValueError(
+            f"redis_url must start with redis://, rediss:// or unix://, got {mask_url(url)!r}"
+        )
+    if parts.scheme != "unix" and not parts.hostname and port is None:
+        raise ValueError(f"redis_url {mask_url(url)!r} names no host")
+    return url
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -21,6 +21,7 @@ from ledgerq.core.schedules import (
     ScheduleStore,
 )
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.validation import check_text
 from ledgerq.runtime import cron
 
 
@@ -51,7 +52,7 @@ class ScheduleOps:
     def list_runs(self, name: str, *, limit: int) -> list[ScheduleRun]:
         """Newest first; ``ScheduleNotFound`` if neither the schedule nor a run of it exists
         (a removed schedule keeps its history)."""
-        runs = self._store.list_runs(name, limit=limit)
+        runs = self._store.list_runs(_storable(name), limit=limit)
         if not runs:
             self._find(name)
         return runs
@@ -82,7 +83,7 @@ class ScheduleOps:
                 f"schedule {name!r} is declared in the application's code; pause it, or delete"
                 " it from the code"
             )
-        if not self._store.remove_schedule(name):
+        if not self._store.remove_schedule(_storable(name)):
             raise ScheduleNotFound(name)
 
     def pause_schedule(self, name: str) -> ScheduleOverview:
@@ -94,7 +95,7 @@ class ScheduleOps:
         return self._set_paused(name, False)
 
     def _set_paused(self, name: str, paused: bool) -> ScheduleOverview:
-        if not self._store.set_paused(name, paused):
+        if not self._store.set_paused(_storable(name), paused):
             raise ScheduleNotFound(name)
         return self._find(name)
 
@@ -120,3 +121,11 @@ def schedule_ops(
     registers tasks."""
     known = registry if settings.app or len(registry) else None
     return ScheduleOps(bootstrap.schedule_store(parts), parts.codec, tasks=known, declared=declared)
+
+
+def _storable(name: str) -> str:
+    """``name`` if a stored schedule could bear it; else ``ScheduleNotFound`` (a name no row
+    can hold, such as one with a NUL or a lone surrogate, would fail in the database)."""
+    return check_text(
+        name, what="schedule name", max_length=200, error=lambda _: ScheduleNotFound(name)
+    )

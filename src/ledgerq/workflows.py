@@ -17,6 +17,7 @@ from ledgerq.client import Client
 from ledgerq.core import errors
 from ledgerq.core import workflow as wf
 from ledgerq.core.ports import WorkflowSignal, WorkflowStore
+from ledgerq.core.validation import check_text
 
 #: Seconds after which an id missing from the feed (a rolled-back or very slow writer) is no
 #: longer waited for.
@@ -110,7 +111,7 @@ class Workflows:
 
     def get(self, workflow_id: str) -> wf.WorkflowView:
         """The workflow with its steps; raise ``WorkflowNotFound``."""
-        return self.store.get_workflow(workflow_id)
+        return self.store.get_workflow(_storable(workflow_id))
 
     def list(
         self, *, state: wf.WorkflowState | None = None, limit: int = 100
@@ -120,11 +121,11 @@ class Workflows:
 
     def cancel(self, workflow_id: str) -> wf.WorkflowView:
         """Cancel a running workflow with its unfinished steps."""
-        return self.store.cancel_workflow(workflow_id)
+        return self.store.cancel_workflow(_storable(workflow_id))
 
     def retry(self, workflow_id: str) -> wf.WorkflowView:
         """Run the failed and cancelled steps again and continue."""
-        return self.store.retry_workflow(workflow_id)
+        return self.store.retry_workflow(_storable(workflow_id))
 
 
 class WorkflowEventFeed:
@@ -214,3 +215,14 @@ class WorkflowEventFeed:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _storable(workflow_id: str) -> str:
+    """``workflow_id`` if a workflow could have it; else ``WorkflowNotFound`` (an id with a
+    NUL or a lone surrogate would fail in the database rather than match nothing)."""
+    return check_text(
+        workflow_id,
+        what="workflow id",
+        max_length=64,
+        error=lambda _: wf.WorkflowNotFound(workflow_id),
+    )

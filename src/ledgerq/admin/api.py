@@ -49,7 +49,13 @@ def record_audit(request: Request, caller: Caller, action: str, **fields: Any) -
 
 
 def _request_hash(body: schemas.EnqueueRequest) -> str:
-    return hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    try:
+        text = body.model_dump_json()
+    except ValueError:  # a lone surrogate in the arguments: no JSON text can hold it
+        raise errors.PayloadError(
+            "job arguments must be valid Unicode text (they hold a lone surrogate)"
+        ) from None
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _check_run_at(run_at: datetime | None) -> datetime | None:
@@ -138,7 +144,9 @@ def list_jobs(
     deps: Deps,
     state: JobState | None = None,
     queue: Annotated[str | None, Query(pattern=schemas.QUEUE_PATTERN)] = None,
-    task: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    task: Annotated[
+        str | None, Query(min_length=1, max_length=200, pattern=schemas.KEY_PATTERN)
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """Newest jobs first, filtered by state, queue and task."""

@@ -3,9 +3,12 @@ with ledgerq's errors mapped onto HTTP status codes and a cap on request bodies.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ledgerq.admin import (
@@ -53,6 +56,15 @@ SECURITY_HEADERS = {
 }
 
 
+def _json_safe(value: object) -> object:
+    """``value`` if strict JSON in UTF-8 can carry it, else its ASCII ``repr``."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        return ascii(value)
+    return value
+
+
 def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> FastAPI:
     """The HTTP application over ``deps``; ``auth`` holds the hashed tokens. Request bodies
     above ``max_body_bytes`` are refused with 413."""
@@ -87,6 +99,17 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     async def on_ledgerq_error(_request: Request, exc: errors.LedgerqError) -> JSONResponse:
         status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
         return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own 422, except that the refused input is echoed only if it can be
+        # written as JSON: NaN, Infinity or a lone surrogate in a body made the default
+        # handler fail with a 500.
+        problems = [
+            {**problem, "input": _json_safe(problem["input"])} if "input" in problem else problem
+            for problem in jsonable_encoder(exc.errors())
+        ]
+        return JSONResponse({"detail": problems}, status_code=422)
 
     @app.exception_handler(InvalidScheduleDefinition)
     async def on_invalid_schedule(

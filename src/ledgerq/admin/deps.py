@@ -4,7 +4,6 @@ the Client only, so this package never touches SQL, Redis or Prometheus)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +15,9 @@ from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
 from ledgerq.core.ports import LimitStore
+from ledgerq.core.redaction import mask_value
 from ledgerq.core.schedules import ScheduleAdmin
 from ledgerq.workflows import Workflows
-
-#: Argument names whose values never leave the server unmasked.
-SECRET_NAME = re.compile(r"pass|secret|token|api_?key|auth|credential|private|cookie", re.I)
-MASK = "***"
 
 
 @dataclass
@@ -48,15 +44,9 @@ class AdminDeps:
 
 
 def mask_secrets(value: Any) -> Any:
-    """A copy of ``value`` with the values of secret-looking keys replaced by ``***``."""
-    if isinstance(value, dict):
-        return {
-            k: MASK if isinstance(k, str) and SECRET_NAME.search(k) else mask_secrets(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [mask_secrets(v) for v in value]
-    return value
+    """A copy of ``value`` with the values of secret-looking keys replaced by ``***`` and
+    passwords inside strings masked (the logs' rule: ``ledgerq.core.redaction``)."""
+    return mask_value(value)
 
 
 def _loads(text: str | None) -> Any:
@@ -69,7 +59,9 @@ def _loads(text: str | None) -> Any:
 
 
 def job_document(job: Job) -> dict[str, Any]:
-    """A job as the API and dashboard show it: arguments decoded with secrets masked."""
+    """A job as the API and dashboard show it: arguments, result and error (message and
+    traceback) with secrets masked. Errors are masked when recorded too; this covers rows
+    recorded before that, and texts the recording rule could not know."""
     payload = _loads(job.args_json)
     payload = payload if isinstance(payload, dict) else {}
     error = _loads(job.error_json)
@@ -92,5 +84,5 @@ def job_document(job: Job) -> dict[str, Any]:
         "dedupe_key": job.dedupe_key,
         "timeout_seconds": job.timeout_seconds,
         "result": mask_secrets(_loads(job.result_json)),
-        "error": error if isinstance(error, dict) else None,
+        "error": mask_secrets(error) if isinstance(error, dict) else None,
     }

@@ -3,33 +3,15 @@ caller passed (tokens, passwords, URLs with credentials)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-#: Field names whose values are never written.
-SECRET_KEY = re.compile(r"pass|secret|token|api_?key|authorization|credential|cookie", re.I)
-#: ``scheme://user:password@host`` anywhere in a string.
-URL_PASSWORD = re.compile(r"(\w+://[^:/@\s]*:)[^@\s]+@")
-MASK = "***"
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return URL_PASSWORD.sub(rf"\g<1>{MASK}@", value)
-    if isinstance(value, dict):
-        return {k: MASK if _secret_key(k) else _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _secret_key(key: Any) -> bool:
-    return isinstance(key, str) and bool(SECRET_KEY.search(key))
+from ledgerq.core.redaction import MASK, is_secret_name, mask_value
 
 
 def redact_secrets(
     _logger: Any, _method: str, event: MutableMapping[str, Any]
 ) -> Mapping[str, Any]:
-    """structlog processor: mask secret-named fields and passwords inside URLs."""
-    return {k: MASK if _secret_key(k) else _clean(v) for k, v in event.items()}
+    """structlog processor: mask secret-named fields, passwords inside URLs and
+    ``password=``-style values (``ledgerq.core.redaction``, the rule every surface uses)."""
+    return {k: MASK if is_secret_name(k) else mask_value(v) for k, v in event.items()}

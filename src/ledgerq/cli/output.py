@@ -9,11 +9,12 @@ from typing import Any
 from rich.table import Table
 
 from ledgerq.core.job import Job
+from ledgerq.core.redaction import mask_text, mask_value
 from ledgerq.core.states import JobState
 
 
 def job_dict(job: Job) -> dict[str, Any]:
-    """A job as plain JSON-ready data."""
+    """A job as plain JSON-ready data, secrets masked as the API masks them."""
     return {
         "id": job.id,
         "task": job.task,
@@ -22,15 +23,15 @@ def job_dict(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
-        "args": json.loads(job.args_json),
+        "args": mask_value(json.loads(job.args_json)),
         "run_at": job.run_at.isoformat(),
         "created_at": job.created_at.isoformat(),
         "started_at": job.started_at.isoformat() if job.started_at else None,
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "worker_id": job.worker_id,
         "dedupe_key": job.dedupe_key,
-        "result": json.loads(job.result_json) if job.result_json else None,
-        "error": json.loads(job.error_json) if job.error_json else None,
+        "result": mask_value(json.loads(job.result_json)) if job.result_json else None,
+        "error": mask_value(json.loads(job.error_json)) if job.error_json else None,
     }
 
 
@@ -40,7 +41,7 @@ def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
     for column in ("id", "task", "queue", "state", "attempt", "run_at", "error"):
         table.add_column(column, overflow="fold")
     for job in jobs:
-        error = json.loads(job.error_json)["message"] if job.error_json else ""
+        error = mask_text(json.loads(job.error_json)["message"]) if job.error_json else ""
         table.add_row(
             str(job.id),
             job.task,

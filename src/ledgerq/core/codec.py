@@ -29,7 +29,14 @@ class PayloadCodec:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise errors.PayloadError(f"job arguments must be JSON: {exc}") from None
-        size = len(text.encode("utf-8"))
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            # A lone surrogate ("\ud800") is valid in a Python str and JSON's \u escapes,
+            # but no database can store it.
+            raise errors.PayloadError(
+                "job arguments must be valid Unicode text (they hold a lone surrogate)"
+            ) from None
         if size > self.max_bytes:
             raise errors.PayloadError(
                 f"payload of {size} bytes exceeds the cap of {self.max_bytes} bytes"

@@ -7,6 +7,7 @@ The port lives here rather than in ports.py so the scheduler stays one self-cont
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 
 from ledgerq.core import errors
 from ledgerq.core.job import NewJob
+from ledgerq.core.validation import check_text, is_encodable
 
 SCHEDULE_NAME = re.compile(r"^[^\s\x00-\x1f]{1,200}$")
 #: Most missed ticks ``missed="all"`` may run at once: a long outage must not flood the queue.
@@ -80,7 +82,7 @@ class ScheduleNotFound(errors.StoreError):
 def check_schedule_name(name: str) -> str:
     """Return ``name`` if it is a valid schedule name, else raise
     ``InvalidScheduleDefinition``."""
-    if not isinstance(name, str) or not SCHEDULE_NAME.match(name):
+    if not isinstance(name, str) or not SCHEDULE_NAME.match(name) or not is_encodable(name):
         raise InvalidScheduleDefinition(
             f"invalid schedule name {name!r}: use 1-200 characters without spaces",
             field="name",
@@ -106,6 +108,14 @@ class Schedule:
 
     def __post_init__(self) -> None:
         check_schedule_name(self.name)
+        # The same caps as the HTTP API's: a 10 KB "cron expression" is a mistake or an attack.
+        for field_name, max_length in (("cron", 200), ("task", 200), ("tz", 100)):
+            check_text(
+                getattr(self, field_name),
+                what=field_name,
+                max_length=max_length,
+                error=functools.partial(InvalidScheduleDefinition, field=field_name),
+            )
         if not 1 <= self.max_catchup <= MAX_CATCHUP_LIMIT:
             raise InvalidScheduleDefinition(
                 f"max_catchup must lie within 1..{MAX_CATCHUP_LIMIT}, got {self.max_catchup}",

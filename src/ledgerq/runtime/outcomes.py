@@ -8,6 +8,7 @@ from typing import Any
 
 from ledgerq.core.job import Claim, Job
 from ledgerq.core.ports import Completion
+from ledgerq.core.redaction import mask_text
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.states import JobState
 
@@ -31,12 +32,14 @@ def failed(
     """The attempt failed: retry after the policy's backoff, or ``dead`` when attempts are spent.
 
     ``kind`` is ``exception``, ``timeout`` or ``unknown_task`` and is stored with the error.
+    Message and traceback are stored masked (``core.redaction``): whoever reads the ledger,
+    an API token or a database dump, never sees a password the handler's exception carried.
     """
-    error: dict[str, Any] = {"kind": kind, "message": message, "attempt": job.attempt}
+    error: dict[str, Any] = {"kind": kind, "message": mask_text(message), "attempt": job.attempt}
     if exc is not None:
         error["type"] = type(exc).__name__
         text = "".join(traceback.format_exception(exc))
-        error["traceback"] = text[-MAX_TRACEBACK_CHARS:]
+        error["traceback"] = mask_text(text[-MAX_TRACEBACK_CHARS:])
     error_json = json.dumps(error)
     # The job's own max_attempts (set at enqueue) wins over the task's current default.
     if job.attempt < job.max_attempts:

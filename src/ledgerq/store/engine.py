@@ -10,6 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
+from ledgerq.core.redaction import mask_url
 
 #: Execution option marking a transaction that only reads (SQLite then skips the write lock).
 READ_ONLY_OPTION = "ledgerq_read_only"
@@ -24,12 +25,19 @@ _DRIVERS = {
 
 
 def normalize_url(url: str) -> sa.URL:
-    """Parse ``url`` and pick ledgerq's driver when the URL names none."""
+    """Parse ``url`` and pick ledgerq's driver when the URL names none; raise ``ConfigError``
+    (with the password masked) if it is malformed."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise errors.ConfigError(f"invalid database URL {url!r}: {exc}") from None
+    except (ArgumentError, ValueError) as exc:
+        # ValueError: a port that is not a number.
+        raise errors.ConfigError(f"invalid database URL {mask_url(url)!r}: {exc}") from None
     backend = parsed.get_backend_name()
+    if backend == "sqlite" and _in_memory(parsed):
+        raise errors.ConfigError(
+            "an in-memory SQLite database cannot be a ledger: every connection would get its"
+            " own empty database; use a file, e.g. sqlite:///ledgerq.db"
+        )
     if backend not in _DRIVERS:
         raise errors.ConfigError(
             f"unsupported database {backend!r}: use sqlite, postgresql, mysql or mariadb"
@@ -39,6 +47,11 @@ def normalize_url(url: str) -> sa.URL:
     if parsed.get_backend_name() in ("mysql", "mariadb"):
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
     return parsed
+
+
+def _in_memory(url: sa.URL) -> bool:
+    mode = url.query.get("mode")
+    return url.database in (None, "", ":memory:") or mode == "memory"
 
 
 #: A ledger connection left idle inside a transaction this long is closed by the server, so a

@@ -26,6 +26,8 @@ def parse_args_option(text: str) -> tuple[list[Any], dict[str, Any]]:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
         raise errors.PayloadError(f"--args is not JSON: {exc.msg} at position {exc.pos}") from None
+    except RecursionError:
+        raise errors.PayloadError("--args is nested too deeply") from None
     if not isinstance(parsed, list | dict):
         raise errors.PayloadError("--args must be a JSON list (positional) or object (keyword)")
     return (parsed, {}) if isinstance(parsed, list) else ([], parsed)
