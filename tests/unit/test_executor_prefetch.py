@@ -76,12 +76,12 @@ class Runner:
 def test_a_limited_task_drops_the_prefetch_that_short_jobs_raised() -> None:
     runner = Runner()
     try:
-        assert runner.executor.capacity == 2 * CONCURRENCY
+        assert runner.executor.capacity == CONCURRENCY  # no duration seen yet: no prefetch
         runner.run("fast", 200)
         assert runner.executor.capacity == CONCURRENCY + AUTO_MAX_FACTOR * CONCURRENCY
         runner.run("limited", 1)
-        assert runner.executor.capacity == 2 * CONCURRENCY
+        assert runner.executor.capacity == CONCURRENCY
         runner.run("fast", 200)  # within the hold, short unlimited jobs do not raise it again
-        assert runner.executor.capacity == 2 * CONCURRENCY
+        assert runner.executor.capacity == CONCURRENCY
     finally:
         runner.close()

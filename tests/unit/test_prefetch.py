@@ -1,5 +1,5 @@
 """The prefetch room: fixed when given, else about 20 ms of work at the recent job duration,
-between 1x and 4x the concurrency."""
+at most 4x the concurrency, and none for long jobs or before any duration is known."""
 
 from __future__ import annotations
 
@@ -16,19 +16,19 @@ def test_a_fixed_prefetch_never_moves() -> None:
 
 def test_automatic_prefetch_grows_for_short_jobs_up_to_its_cap() -> None:
     room = PrefetchRoom(concurrency=8, prefetch=None)
-    assert room.capacity == 16  # no duration seen yet: one prefetched job per slot
+    assert room.capacity == 8  # no duration seen yet: nothing claimed ahead
     for _ in range(200):
         room.observe(0.0005)  # 0.5 ms jobs: 20 ms of work is far more than the cap
     assert room.capacity == 8 + AUTO_MAX_FACTOR * 8
 
 
-def test_automatic_prefetch_stays_at_the_concurrency_for_long_jobs() -> None:
+def test_automatic_prefetch_is_zero_for_long_jobs() -> None:
     room = PrefetchRoom(concurrency=8, prefetch=None)
     for _ in range(200):
         room.observe(0.0005)
     for _ in range(200):
-        room.observe(1.0)  # the jobs became long: back to the fair minimum
-    assert room.capacity == 16
+        room.observe(1.0)  # the jobs became long: nothing is held that another worker could run
+    assert room.capacity == 8
 
 
 def test_automatic_prefetch_holds_about_20_ms_of_work_in_between() -> None:
@@ -57,11 +57,11 @@ def test_a_limited_job_holds_the_automatic_prefetch_at_its_floor_for_a_while() -
         room.observe(0.0005)
     assert room.capacity == 4 + AUTO_MAX_FACTOR * 4
     room.observe_limited()  # e.g. a rate-limited job: short handler, but it waits to start
-    assert room.capacity == 8
+    assert room.capacity == 4
     clock.now += LIMITED_HOLD_SECONDS - 0.1
     for _ in range(200):
         room.observe(0.0005)  # short unlimited jobs do not lift the floor before it expires
-    assert room.capacity == 8
+    assert room.capacity == 4
     clock.now += 0.2
     room.observe(0.0005)
     assert room.capacity == 4 + AUTO_MAX_FACTOR * 4

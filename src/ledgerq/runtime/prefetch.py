@@ -1,14 +1,17 @@
 """How many claimed jobs a worker may hold beyond its running slots (prefetch).
 
 A fixed number (``PREFETCH=N``) is kept as given. Unset, the room follows the jobs: a worker
-holds about ``AUTO_HORIZON_SECONDS`` of work beyond its slots at the recent mean duration,
-between the concurrency and ``AUTO_MAX_FACTOR`` times it. Short jobs then come in larger
-batches (fewer round trips per job), while long jobs keep the small prefetch that keeps the
-sharing between workers fair (a prefetched long job waits behind a running one).
+holds about ``AUTO_HORIZON_SECONDS`` of work beyond its slots at the recent mean duration, at
+most ``AUTO_MAX_FACTOR`` times the concurrency. Short jobs then come in larger batches (fewer
+round trips per job), while jobs longer than the horizon per slot get no prefetch at all: a
+prefetched long job would wait behind a running one while another worker idles (seen: 6 jobs
+of 20 s on 2 workers of 4 slots all went to one worker, 2 of them 20 s late). Until a first
+duration is known the prefetch is 0 too, so the first claims of a fleet that just started
+(or just woke) spread the jobs over the workers; the first short jobs raise it at once.
 
-Jobs of limited tasks (rate, concurrency, circuit breaker) hold the automatic prefetch at its
-floor for ``LIMITED_HOLD_SECONDS``: their handlers may be short, but a job claimed ahead would
-sit in this worker's inbox waiting for its admission, as a claim its peers cannot take."""
+Jobs of limited tasks (rate, concurrency, circuit breaker) hold the automatic prefetch at 0
+for ``LIMITED_HOLD_SECONDS``: their handlers may be short, but a job claimed ahead would sit
+in this worker's inbox waiting for its admission, as a claim its peers cannot take."""
 
 from __future__ import annotations
 
@@ -35,13 +38,13 @@ class PrefetchRoom:
         prefetch: int | None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``prefetch`` None: automatic (starts at the concurrency)."""
+        """``prefetch`` None: automatic (starts at 0)."""
         self._concurrency = concurrency
         self._fixed = prefetch
         self._clock = clock
         self._mean_seconds: float | None = None
         self._floor_until = float("-inf")
-        self.capacity = concurrency + (concurrency if prefetch is None else prefetch)
+        self.capacity = concurrency + (prefetch or 0)
 
     @property
     def automatic(self) -> bool:
@@ -58,13 +61,12 @@ class PrefetchRoom:
         if self._clock() < self._floor_until:
             return
         ahead = int(self._concurrency * AUTO_HORIZON_SECONDS / max(mean, 1e-6))
-        prefetch = min(max(ahead, self._concurrency), AUTO_MAX_FACTOR * self._concurrency)
-        self.capacity = self._concurrency + prefetch
+        self.capacity = self._concurrency + min(ahead, AUTO_MAX_FACTOR * self._concurrency)
 
     def observe_limited(self) -> None:
         """Take in that a job of a limited task came through (admitted or held back): the
-        automatic prefetch drops to its floor and stays there for ``LIMITED_HOLD_SECONDS``."""
+        automatic prefetch drops to 0 and stays there for ``LIMITED_HOLD_SECONDS``."""
         if self._fixed is not None:
             return
         self._floor_until = self._clock() + LIMITED_HOLD_SECONDS
-        self.capacity = 2 * self._concurrency
+        self.capacity = self._concurrency
