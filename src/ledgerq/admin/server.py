@@ -6,11 +6,16 @@ from __future__ import annotations
 import ipaddress
 import threading
 import time
+from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI
 
+from ledgerq.admin import protocol
 from ledgerq.core import errors
+
+#: Longest request line plus headers accepted (h11 answers 400 past it).
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def is_loopback(host: str) -> bool:
@@ -32,10 +37,30 @@ def check_bind(host: str, *, token_configured: bool) -> None:
         )
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may hold of the server: ``request_timeout`` seconds to send a whole
+    request (head and body), ``keep_alive_seconds`` idle between requests, and
+    ``max_connections`` open at once before requests get 503."""
+
+    request_timeout: float = 10.0
+    keep_alive_seconds: int = 5
+    max_connections: int = 200
+
+
 class AdminServer:
     """uvicorn serving ``app`` on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        *,
+        host: str,
+        port: int,
+        log_level: str = "warning",
+        limits: ConnectionLimits | None = None,
+    ) -> None:
+        limits = limits or ConnectionLimits()
         config = uvicorn.Config(
             app,
             host=host,
@@ -45,6 +70,10 @@ class AdminServer:
             server_header=False,
             lifespan="off",
             log_config=None,  # uvicorn's records go to the process's logging, not its own format
+            http=protocol.with_request_timeout(limits.request_timeout),
+            timeout_keep_alive=limits.keep_alive_seconds,
+            limit_concurrency=limits.max_connections,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

@@ -57,7 +57,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
 def command(cli: CliContext, host: str, port: int) -> int:
     """Serve the HTTP API and dashboard. Binding anything but loopback needs
     LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
-    from ledgerq.admin.server import AdminServer, check_bind
+    from ledgerq.admin.server import AdminServer, ConnectionLimits, check_bind
 
     app = cli.app()
     admin_tokens = operations.split_tokens(app.settings.api_token)
@@ -70,7 +70,13 @@ def command(cli: CliContext, host: str, port: int) -> int:
         # Shown once to the person at the terminal, like Jupyter does; never logged.
         click.echo(f"no LEDGERQ_API_TOKEN set; token for this run: {admin_tokens[0]}", err=True)
     http = build_http(app, admin_tokens=admin_tokens, read_tokens=read_tokens)
-    server = AdminServer(http, host=host, port=port, log_level=app.settings.log_level)
+    limits = ConnectionLimits(
+        request_timeout=app.settings.api_request_timeout,
+        max_connections=app.settings.api_max_connections,
+    )
+    server = AdminServer(
+        http, host=host, port=port, log_level=app.settings.log_level, limits=limits
+    )
     log.info("serving", host=host, port=port, read_only_role=bool(read_tokens))
     server.run()
     return 0
