@@ -19,6 +19,7 @@ from ledgerq.admin import (
 from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
 from ledgerq.admin.guard import Gatekeeper
+from ledgerq.admin.throttle import LoginThrottle
 from ledgerq.core import errors
 from ledgerq.core.batches import BatchNotFound
 from ledgerq.core.schedules import InvalidScheduleDefinition, ScheduleExists, ScheduleNotFound
@@ -65,6 +66,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
 
     app.state.deps = deps
     app.state.auth = auth
+    app.state.login_throttle = LoginThrottle()
     app.include_router(health.router)
     app.include_router(api.router)
     app.include_router(locks_api.router)

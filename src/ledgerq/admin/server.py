@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import uvicorn
@@ -14,6 +15,8 @@ from fastapi import FastAPI
 from ledgerq.admin import protocol
 from ledgerq.core import errors
 
+#: Shorter tokens refuse a public bind and warn on loopback (``token_urlsafe(32)`` gives 43).
+MIN_TOKEN_CHARS = 16
 #: Longest request line plus headers accepted (h11 answers 400 past it).
 MAX_HEAD_BYTES = 16 * 1024
 
@@ -28,12 +31,21 @@ def is_loopback(host: str) -> bool:
         return False  # a host name may resolve to anything
 
 
-def check_bind(host: str, *, token_configured: bool) -> None:
-    """Raise ``ConfigError`` for a non-loopback bind without a configured token."""
-    if not is_loopback(host) and not token_configured:
+def check_bind(host: str, *, admin_tokens: Sequence[str], read_tokens: Sequence[str] = ()) -> None:
+    """Raise ``ConfigError`` for a non-loopback bind without an admin token, or with any token
+    shorter than ``MIN_TOKEN_CHARS`` (guessable from the network)."""
+    if is_loopback(host):
+        return
+    if not admin_tokens:
         raise errors.ConfigError(
             f"refusing to serve on {host} without a token: set LEDGERQ_API_TOKEN"
             " (or bind 127.0.0.1 behind a proxy)"
+        )
+    if any(len(token) < MIN_TOKEN_CHARS for token in [*admin_tokens, *read_tokens]):
+        raise errors.ConfigError(
+            f"refusing to serve on {host} with an API token shorter than {MIN_TOKEN_CHARS}"
+            " characters: use a long random one"
+            " (python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
 
 
