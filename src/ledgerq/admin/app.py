@@ -67,6 +67,8 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.state.deps = deps
     app.state.auth = auth
     app.state.login_throttle = LoginThrottle()
+    # Reads deps.probes at each check, so probes swapped in later are used.
+    app.state.readiness = health.ReadinessCache(lambda: health.check_probes(deps.probes))
     app.include_router(health.router)
     app.include_router(api.router)
     app.include_router(locks_api.router)
