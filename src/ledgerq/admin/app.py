@@ -92,5 +92,11 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
         problem = {"type": "value_error", "loc": ["body", exc.field], "msg": str(exc)}
         return JSONResponse({"detail": [problem]}, status_code=422)
 
+    @app.exception_handler(Exception)
+    async def on_unhandled_error(_request: Request, _exc: Exception) -> JSONResponse:
+        # The error's text may name hosts or credentials: it goes to the log (uvicorn logs
+        # it once the response is out, through server.StructlogForwarder), not to the client.
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
+
     app.add_middleware(Gatekeeper, auth=auth)
     return app

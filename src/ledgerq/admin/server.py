@@ -1,14 +1,18 @@
 """Running the admin application under uvicorn, in the foreground (``ledgerq serve``) or in a
-thread (tests, embedding), and the rule that only loopback may be served without a token."""
+thread (tests, embedding), the rule that only loopback may be served without a long token, and
+the bridge that sends uvicorn's (and every library's) log records through structlog."""
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
 import uvicorn
 from fastapi import FastAPI
 
@@ -116,3 +120,27 @@ class AdminServer:
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
+
+
+class StructlogForwarder(logging.Handler):
+    """A ``logging`` handler that hands each record to structlog: one line per record in the
+    process's format (JSON with LOG_FORMAT=json), traceback included as a field, through the
+    same secret masking as ledgerq's own lines. Without it uvicorn printed an unhandled
+    error as a plain multi-line traceback, passwords in the error text included."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields: dict[str, str] = {"logger": record.name}
+        if record.exc_info and record.exc_info[0] is not None:
+            fields["exception"] = "".join(traceback.format_exception(*record.exc_info))
+        try:
+            message = record.getMessage().strip()
+        except (TypeError, ValueError):  # a record whose arguments do not fit its format
+            message = str(record.msg)
+        structlog.get_logger(record.name).log(record.levelno, message, **fields)
+
+
+def forward_stdlib_logging() -> None:
+    """Route the records of ``logging`` (uvicorn's, the libraries') through structlog, for
+    a process whose output is its structured log (``ledgerq serve``)."""
+    root = logging.getLogger()
+    root.handlers = [StructlogForwarder()]

@@ -55,7 +55,13 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
 def command(cli: CliContext, host: str, port: int) -> int:
     """Serve the HTTP API and dashboard. Binding anything but loopback needs
     LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
-    from ledgerq.admin.server import MIN_TOKEN_CHARS, AdminServer, ConnectionLimits, check_bind
+    from ledgerq.admin.server import (
+        MIN_TOKEN_CHARS,
+        AdminServer,
+        ConnectionLimits,
+        check_bind,
+        forward_stdlib_logging,
+    )
 
     app = cli.app()
     admin_tokens = operations.split_tokens(app.settings.api_token)
@@ -75,6 +81,7 @@ def command(cli: CliContext, host: str, port: int) -> int:
     server = AdminServer(
         http, host=host, port=port, log_level=app.settings.log_level, limits=limits
     )
+    forward_stdlib_logging()  # uvicorn's records, unhandled errors above all, as our lines
     log.info("serving", host=host, port=port, read_only_role=bool(read_tokens))
     server.run()
     return 0
