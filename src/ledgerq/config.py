@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     ``ledgerq serve`` makes a one-off token and binds loopback only. Defaults to unset."""
     api_read_token: SecretStr | None = None
     """Read-only bearer token(s) of the HTTP API, comma-separated. Defaults to unset."""
+    api_request_timeout: float = Field(default=10.0, gt=0, le=600)
+    """Seconds a client of ``ledgerq serve`` may take to send a whole request (head and body)
+    after connecting or starting it; slower connections are closed. Defaults to 10."""
+    api_max_connections: int = Field(default=200, ge=2, le=100_000)
+    """Connections ``ledgerq serve`` holds at once; past it requests get 503. Defaults to 200."""
     max_payload_bytes: int = Field(default=256 * 1024, ge=64, le=64 * 1024 * 1024)
     """Largest encoded job arguments, in bytes. Defaults to 262144."""
     locks_backend: Literal["database", "redis"] = "database"

@@ -62,3 +62,20 @@ def test_malformed_requests_never_get_a_server_error(api_schema: Any) -> None:
         case.call_and_validate(headers=ADMIN, checks=[not_a_server_error])
 
     check()
+
+
+def test_requests_without_a_valid_token_are_refused(api_schema: Any) -> None:
+    # The Gatekeeper refuses them from their headers, before the body is read or validated:
+    # even a malformed request gets 401, never a 422 (its body parsed) or a 5xx.
+    @settings(FUZZ, max_examples=100)
+    @given(case=api_schema.as_strategy(GenerationMode.NEGATIVE))
+    def check(case: Any) -> None:
+        headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+        case.headers = headers
+        response = case.call()
+        if case.path.startswith("/health"):
+            assert response.status_code in (200, 503), case.path
+        else:
+            assert response.status_code == 401, (case.method, case.path, response.status_code)
+
+    check()

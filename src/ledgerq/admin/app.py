@@ -4,9 +4,8 @@ with ledgerq's errors mapped onto HTTP status codes and a cap on request bodies.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -23,6 +22,8 @@ from ledgerq.admin import (
 )
 from ledgerq.admin.auth import TokenAuth
 from ledgerq.admin.deps import AdminDeps
+from ledgerq.admin.guard import Gatekeeper
+from ledgerq.admin.throttle import LoginThrottle
 from ledgerq.core import errors
 from ledgerq.core.batches import BatchNotFound
 from ledgerq.core.schedules import InvalidScheduleDefinition, ScheduleExists, ScheduleNotFound
@@ -44,17 +45,6 @@ STATUS: tuple[tuple[type[errors.LedgerqError], int], ...] = (
     (errors.TaskNotRegistered, 400),
 )
 
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    # Everything is served by this process; no CDN, no inline script.
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
-        " frame-ancestors 'none'; form-action 'self'"
-    ),
-}
-
 
 def _json_safe(value: object) -> object:
     """``value`` if strict JSON in UTF-8 can carry it, else its ASCII ``repr``."""
@@ -66,8 +56,9 @@ def _json_safe(value: object) -> object:
 
 
 def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> FastAPI:
-    """The HTTP application over ``deps``; ``auth`` holds the hashed tokens. Request bodies
-    above ``max_body_bytes`` are refused with 413."""
+    """The HTTP application over ``deps``; ``auth`` holds the hashed tokens. Requests without
+    valid credentials are refused before their body is read (``guard.Gatekeeper``); bodies
+    above ``max_body_bytes`` received are refused with 413."""
     app = FastAPI(
         title="ledgerq admin API",
         version="1",
@@ -77,6 +68,8 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        # Counts the bytes received (chunked bodies too) and answers 413 past the cap.
+        max_body_size=max_body_bytes,
     )
 
     @app.get("/openapi.json", include_in_schema=False)
@@ -86,6 +79,9 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
 
     app.state.deps = deps
     app.state.auth = auth
+    app.state.login_throttle = LoginThrottle()
+    # Reads deps.probes at each check, so probes swapped in later are used.
+    app.state.readiness = health.ReadinessCache(lambda: health.check_probes(deps.probes))
     app.include_router(health.router)
     app.include_router(api.router)
     app.include_router(locks_api.router)
@@ -120,16 +116,11 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
         problem = {"type": "value_error", "loc": ["body", exc.field], "msg": str(exc)}
         return JSONResponse({"detail": [problem]}, status_code=422)
 
-    @app.middleware("http")
-    async def guard(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        length = request.headers.get("content-length", "0")
-        if not length.isdigit() or int(length) > max_body_bytes:
-            return JSONResponse({"detail": "request body too large"}, status_code=413)
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+    @app.exception_handler(Exception)
+    async def on_unhandled_error(_request: Request, _exc: Exception) -> JSONResponse:
+        # The error's text may name hosts or credentials: it goes to the log (uvicorn logs
+        # it once the response is out, through server.StructlogForwarder), not to the client.
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
 
+    app.add_middleware(Gatekeeper, auth=auth)
     return app

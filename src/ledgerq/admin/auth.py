@@ -5,6 +5,11 @@ configured digest, so neither the plain token nor timing reveals it. Two roles: 
 and ``admin`` (also change). A browser signs in once and gets a signed, HttpOnly, SameSite=Strict
 session cookie; every state-changing request authenticated by that cookie must also carry the
 page's CSRF token in ``X-CSRF-Token``. Bearer requests need none (browsers never add them).
+
+Sessions are signed with a key that is random per process, so the ``ledgerq serve`` process
+that issued a session is the only one that accepts it; signing out therefore revokes it for
+good by remembering it in that process until it would have expired. A restart signs every
+browser out (bearer tokens are unaffected).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -59,10 +65,12 @@ class TokenAuth:
             raise ValueError("at least one admin token is needed")
         self._digests = [(_digest(t), Role.ADMIN) for t in admin_tokens]
         self._digests += [(_digest(t), Role.READ) for t in read_tokens]
-        # Sessions and CSRF tokens are signed with a key derived from the token digests: every
-        # process of a deployment agrees on it, and rotating a token signs everyone out.
-        seed = b"ledgerq-session" + b"".join(d for d, _ in self._digests)
+        # Sessions and CSRF tokens are signed with a key of this process (see the module
+        # docstring); rotating a token changes it as well.
+        seed = b"ledgerq-session" + b"".join(d for d, _ in self._digests) + secrets.token_bytes(32)
         self._key_bytes = hashlib.sha256(seed).digest()
+        self._revoked: dict[str, float] = {}  # session signature -> its expiry (epoch s)
+        self._revoked_lock = threading.Lock()
 
     def role_of(self, token: str) -> Role | None:
         """The role of ``token``, or None; constant time in the token's content."""
@@ -84,12 +92,31 @@ class TokenAuth:
     def session_role(self, value: str) -> Role | None:
         """The role of a session cookie value, or None if forged or expired."""
         body, _, signature = value.rpartition(".")
-        if not body or not hmac.compare_digest(self._sign(body), signature):
+        if not self._signed(body, signature):
             return None
         role, expires, _nonce = [*body.split("."), "", "", ""][:3]
         if not expires.isdigit() or int(expires) < time.time():
             return None
+        with self._revoked_lock:
+            if signature in self._revoked:
+                return None
         return Role(role) if role in Role.__members__.values() else None
+
+    def revoke(self, value: str) -> None:
+        """Refuse the session cookie ``value`` from now on (sign-out); forgets revocations of
+        sessions that have expired anyway, so the set stays as small as the live sessions."""
+        body, _, signature = value.rpartition(".")
+        expires = [*body.split("."), "", ""][1]
+        now = time.time()
+        with self._revoked_lock:
+            for known, until in list(self._revoked.items()):
+                if until < now:
+                    del self._revoked[known]
+            if self._signed(body, signature) and expires.isdigit():
+                self._revoked[signature] = float(expires)
+
+    def _signed(self, body: str, signature: str) -> bool:
+        return bool(body) and hmac.compare_digest(self._sign(body), signature)
 
     def csrf_token(self, session: str) -> str:
         """The CSRF token bound to one session."""

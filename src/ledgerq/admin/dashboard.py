@@ -16,6 +16,7 @@ from ledgerq.admin import coordination_page, pages, schemas
 from ledgerq.admin.api import audit, queue_stats, worker_documents
 from ledgerq.admin.auth import SESSION_COOKIE, SESSION_SECONDS, Caller, TokenAuth
 from ledgerq.admin.deps import AdminDeps, job_document
+from ledgerq.admin.throttle import LoginThrottle
 from ledgerq.core.states import JobState
 
 router = APIRouter(include_in_schema=False)
@@ -55,14 +56,23 @@ def login_form() -> HTMLResponse:
 
 @router.post("/dashboard/login")
 async def login(request: Request) -> Response:
-    """Exchange a token for a session cookie (HttpOnly, SameSite=Strict)."""
+    """Exchange a token for a session cookie (HttpOnly, SameSite=Strict). Wrong tokens are
+    throttled per client address: past the limit the answer is 429 with Retry-After, the
+    token is not even compared, and only the first refusal of a lockout is audited."""
     auth: TokenAuth = request.app.state.auth
+    throttle: LoginThrottle = request.app.state.login_throttle
+    client = request.client.host if request.client else "-"
+    wait = throttle.retry_after(client)
+    if wait:
+        page = pages.login_page(f"Too many wrong tokens; try again in {wait} s.")
+        return HTMLResponse(page, status_code=429, headers={"Retry-After": str(wait)})
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     role = auth.role_of(form.get("token", [""])[0])
-    client = request.client.host if request.client else "-"
     if role is None:
-        audit.warning("audit", action="login", outcome="refused", client=client)
+        outcome = "throttled" if throttle.record_failure(client) else "refused"
+        audit.warning("audit", action="login", outcome=outcome, client=client)
         return HTMLResponse(pages.login_page("That token is not valid."), status_code=403)
+    throttle.reset(client)
     audit.info("audit", action="login", caller=role.value, client=client)
     response = RedirectResponse("/dashboard", status_code=303)
     response.set_cookie(
@@ -79,10 +89,14 @@ async def login(request: Request) -> Response:
 
 @router.post("/dashboard/logout")
 def logout(request: Request) -> Response:
-    """Drop the session cookie (CSRF-checked like every other change)."""
+    """Revoke the session on the server and drop its cookie (CSRF-checked like every other
+    change): a copy of the cookie no longer works either."""
     caller = _session(request)
     if caller is not None:
-        request.app.state.auth.check_csrf(request, caller)
+        auth: TokenAuth = request.app.state.auth
+        auth.check_csrf(request, caller)
+        auth.revoke(caller.session)
+        audit.info("audit", action="logout", caller=caller.label)
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

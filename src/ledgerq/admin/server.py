@@ -1,16 +1,28 @@
 """Running the admin application under uvicorn, in the foreground (``ledgerq serve``) or in a
-thread (tests, embedding), and the rule that only loopback may be served without a token."""
+thread (tests, embedding), the rule that only loopback may be served without a long token, and
+the bridge that sends uvicorn's (and every library's) log records through structlog."""
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import threading
 import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import structlog
 import uvicorn
 from fastapi import FastAPI
 
+from ledgerq.admin import protocol
 from ledgerq.core import errors
+
+#: Shorter tokens refuse a public bind and warn on loopback (``token_urlsafe(32)`` gives 43).
+MIN_TOKEN_CHARS = 16
+#: Longest request line plus headers accepted (h11 answers 400 past it).
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def is_loopback(host: str) -> bool:
@@ -23,19 +35,48 @@ def is_loopback(host: str) -> bool:
         return False  # a host name may resolve to anything
 
 
-def check_bind(host: str, *, token_configured: bool) -> None:
-    """Raise ``ConfigError`` for a non-loopback bind without a configured token."""
-    if not is_loopback(host) and not token_configured:
+def check_bind(host: str, *, admin_tokens: Sequence[str], read_tokens: Sequence[str] = ()) -> None:
+    """Raise ``ConfigError`` for a non-loopback bind without an admin token, or with any token
+    shorter than ``MIN_TOKEN_CHARS`` (guessable from the network)."""
+    if is_loopback(host):
+        return
+    if not admin_tokens:
         raise errors.ConfigError(
             f"refusing to serve on {host} without a token: set LEDGERQ_API_TOKEN"
             " (or bind 127.0.0.1 behind a proxy)"
         )
+    if any(len(token) < MIN_TOKEN_CHARS for token in [*admin_tokens, *read_tokens]):
+        raise errors.ConfigError(
+            f"refusing to serve on {host} with an API token shorter than {MIN_TOKEN_CHARS}"
+            " characters: use a long random one"
+            " (python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may hold of the server: ``request_timeout`` seconds to send a whole
+    request (head and body), ``keep_alive_seconds`` idle between requests, and
+    ``max_connections`` open at once before requests get 503."""
+
+    request_timeout: float = 10.0
+    keep_alive_seconds: int = 5
+    max_connections: int = 200
 
 
 class AdminServer:
     """uvicorn serving ``app`` on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        *,
+        host: str,
+        port: int,
+        log_level: str = "warning",
+        limits: ConnectionLimits | None = None,
+    ) -> None:
+        limits = limits or ConnectionLimits()
         config = uvicorn.Config(
             app,
             host=host,
@@ -45,6 +86,10 @@ class AdminServer:
             server_header=False,
             lifespan="off",
             log_config=None,  # uvicorn's records go to the process's logging, not its own format
+            http=protocol.with_request_timeout(limits.request_timeout),
+            timeout_keep_alive=limits.keep_alive_seconds,
+            limit_concurrency=limits.max_connections,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -75,3 +120,27 @@ class AdminServer:
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
+
+
+class StructlogForwarder(logging.Handler):
+    """A ``logging`` handler that hands each record to structlog: one line per record in the
+    process's format (JSON with LOG_FORMAT=json), traceback included as a field, through the
+    same secret masking as ledgerq's own lines. Without it uvicorn printed an unhandled
+    error as a plain multi-line traceback, passwords in the error text included."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields: dict[str, str] = {"logger": record.name}
+        if record.exc_info and record.exc_info[0] is not None:
+            fields["exception"] = "".join(traceback.format_exception(*record.exc_info))
+        try:
+            message = record.getMessage().strip()
+        except (TypeError, ValueError):  # a record whose arguments do not fit its format
+            message = str(record.msg)
+        structlog.get_logger(record.name).log(record.levelno, message, **fields)
+
+
+def forward_stdlib_logging() -> None:
+    """Route the records of ``logging`` (uvicorn's, the libraries') through structlog, for
+    a process whose output is its structured log (``ledgerq serve``)."""
+    root = logging.getLogger()
+    root.handlers = [StructlogForwarder()]

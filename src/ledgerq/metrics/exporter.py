@@ -1,21 +1,31 @@
 """HealthExporter: a worker's own small HTTP endpoint (``worker start --health-port``) with
-``/health/live`` and ``/metrics``, on a stdlib server in a daemon thread."""
+``/health/live`` and ``/metrics``, served by one asyncio loop in a daemon thread.
+
+One loop serves every connection, so idle or slow clients cost a socket each, never a thread;
+each connection must send its request head within ``timeout_seconds`` and at most
+``max_connections`` are open at once (more are closed at once), so neither can starve the
+probe that decides whether the worker lives."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 
 import structlog
 
 log = structlog.get_logger("ledgerq.exporter")
+#: Longest request head read; probes and scrapers send a few hundred bytes.
+MAX_HEAD_BYTES = 8192
 
 
 class HealthExporter:
     """Serves ``GET /health/live`` (200 while ``is_alive()``, else 503) and ``GET /metrics``
-    (from ``render``). Binds ``host:port``; port 0 picks a free port (see ``port``)."""
+    (from ``render``). Binds ``host:port`` at construction (port 0 picks a free port, see
+    ``port``); raises ``OSError`` if the port is taken."""
 
     def __init__(
         self,
@@ -24,28 +34,23 @@ class HealthExporter:
         port: int,
         is_alive: Callable[[], bool],
         render: Callable[[], tuple[bytes, str]],
+        timeout_seconds: float = 10.0,
+        max_connections: int = 64,
     ) -> None:
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                exporter._answer(self)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return  # scrapes every few seconds would flood the worker's log
-
         self._is_alive = is_alive
         self._render = render
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="ledgerq-health", daemon=True
-        )
+        self._timeout = timeout_seconds
+        self._max_connections = max_connections
+        self._open = 0
+        self._socket = socket.create_server((host, port))
+        self._loop = asyncio.new_event_loop()
+        self._stopping = asyncio.Event()
+        self._thread = threading.Thread(target=self._serve, name="ledgerq-health", daemon=True)
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._server.server_address[1])
+        return int(self._socket.getsockname()[1])
 
     def start(self) -> None:
         """Serve in a daemon thread."""
@@ -53,26 +58,78 @@ class HealthExporter:
         log.info("health endpoint listening", port=self.port)
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving, drop open connections and close the socket."""
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopping.set)
+            self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
+        self._socket.close()
 
-    def _answer(self, request: BaseHTTPRequestHandler) -> None:
-        path = request.path.split("?", 1)[0]
-        if path == "/health/live":
+    def _serve(self) -> None:
+        self._loop.run_until_complete(self._run())
+
+    async def _run(self) -> None:
+        handlers: set[asyncio.Task[None]] = set()
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                handlers.add(task)
+                task.add_done_callback(handlers.discard)
+            await self._handle(reader, writer)
+
+        server = await asyncio.start_server(accept, sock=self._socket, limit=MAX_HEAD_BYTES)
+        async with server:
+            await self._stopping.wait()
+        for task in list(handlers):
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._open >= self._max_connections:
+            writer.transport.abort()  # a flood of sockets; the probe retries
+            return
+        self._open += 1
+        finished = False
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._timeout)
+            writer.write(self._answer(head))
+            writer.close()  # once the buffered response is sent
+            await asyncio.wait_for(writer.wait_closed(), self._timeout)
+            finished = True
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            pass  # slow, silent, oversized or gone: dropped below
+        finally:
+            self._open -= 1
+            if not finished:  # also when cancelled by stop()
+                writer.transport.abort()
+
+    def _answer(self, head: bytes) -> bytes:
+        method, _, rest = head.partition(b" ")
+        path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
+        if method not in (b"GET", b"HEAD"):
+            return _response(HTTPStatus.METHOD_NOT_ALLOWED, b'{"detail": "GET only"}')
+        if path == b"/health/live":
             alive = self._is_alive()
             body = json.dumps({"status": "ok" if alive else "stopping"}).encode()
-            self._send(request, 200 if alive else 503, body, "application/json")
-        elif path == "/metrics":
+            status = HTTPStatus.OK if alive else HTTPStatus.SERVICE_UNAVAILABLE
+            return _response(status, body, head_only=method == b"HEAD")
+        if path == b"/metrics":
             body, content_type = self._render()
-            self._send(request, 200, body, content_type)
-        else:
-            self._send(request, 404, b'{"detail": "not found"}', "application/json")
+            return _response(HTTPStatus.OK, body, content_type, head_only=method == b"HEAD")
+        return _response(HTTPStatus.NOT_FOUND, b'{"detail": "not found"}')
 
-    @staticmethod
-    def _send(request: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str) -> None:
-        request.send_response(status)
-        request.send_header("Content-Type", ctype)
-        request.send_header("Content-Length", str(len(body)))
-        request.end_headers()
-        request.wfile.write(body)
+
+def _response(
+    status: HTTPStatus,
+    body: bytes,
+    content_type: str = "application/json",
+    *,
+    head_only: bool = False,
+) -> bytes:
+    head = (
+        f"HTTP/1.1 {status.value} {status.phrase}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + (b"" if head_only else body)

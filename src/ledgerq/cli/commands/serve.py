@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from ledgerq.application import LedgerQ
 
 log = structlog.get_logger("ledgerq.serve")
-#: Shorter tokens are accepted with a warning (e.g. ``secrets.token_urlsafe(32)`` gives 43).
-MIN_TOKEN_CHARS = 16
 
 
 def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str]) -> HttpApp:
@@ -57,12 +55,18 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
 def command(cli: CliContext, host: str, port: int) -> int:
     """Serve the HTTP API and dashboard. Binding anything but loopback needs
     LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
-    from ledgerq.admin.server import AdminServer, check_bind
+    from ledgerq.admin.server import (
+        MIN_TOKEN_CHARS,
+        AdminServer,
+        ConnectionLimits,
+        check_bind,
+        forward_stdlib_logging,
+    )
 
     app = cli.app()
     admin_tokens = operations.split_tokens(app.settings.api_token)
     read_tokens = operations.split_tokens(app.settings.api_read_token)
-    check_bind(host, token_configured=bool(admin_tokens))
+    check_bind(host, admin_tokens=admin_tokens, read_tokens=read_tokens)
     if any(len(token) < MIN_TOKEN_CHARS for token in admin_tokens + read_tokens):
         log.warning("an API token is shorter than 16 characters; use a long random one")
     if not admin_tokens:
@@ -70,7 +74,14 @@ def command(cli: CliContext, host: str, port: int) -> int:
         # Shown once to the person at the terminal, like Jupyter does; never logged.
         click.echo(f"no LEDGERQ_API_TOKEN set; token for this run: {admin_tokens[0]}", err=True)
     http = build_http(app, admin_tokens=admin_tokens, read_tokens=read_tokens)
-    server = AdminServer(http, host=host, port=port, log_level=app.settings.log_level)
+    limits = ConnectionLimits(
+        request_timeout=app.settings.api_request_timeout,
+        max_connections=app.settings.api_max_connections,
+    )
+    server = AdminServer(
+        http, host=host, port=port, log_level=app.settings.log_level, limits=limits
+    )
+    forward_stdlib_logging()  # uvicorn's records, unhandled errors above all, as our lines
     log.info("serving", host=host, port=port, read_only_role=bool(read_tokens))
     server.run()
     return 0
