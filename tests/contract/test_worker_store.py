@@ -161,6 +161,39 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     assert {j.id for j in again} == set(event.requeued) and {j.attempt for j in again} == {2}
 
 
+def test_a_process_its_supervisor_saw_die_is_failed_over_at_once(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    for worker_id, pid in (("crashed", 41), ("sibling", 42)):
+        ws.register_worker(
+            fleet.Registration(worker_id, "host-m", pid, ("q",), concurrency=4, version="0.1.0")
+        )
+    ids = [r.job_id for r in js.insert_jobs([new(), new(), new()])]
+    held = js.claim_jobs(queues=["q"], worker_id="crashed", limit=2, lease_seconds=60)
+    js.claim_jobs(queues=["q"], worker_id="sibling", limit=1, lease_seconds=60)
+    # Another host's pid 41, and a pid with no worker, are nobody's business here.
+    assert ws.fail_over_process(hostname="host-x", pid=41, detected_by="m") == []
+    assert ws.fail_over_process(hostname="host-m", pid=43, detected_by="m") == []
+    # Its heartbeat is fresh: no TTL is waited for.
+    (event,) = ws.fail_over_process(
+        hostname="host-m", pid=41, detected_by="manager h:1: child 41 killed by SIGKILL"
+    )
+    assert event.worker_id == "crashed" and set(event.requeued) == {j.id for j in held}
+    assert all(js.get_job(j.id).state is S.QUEUED for j in held)
+    (row,) = ws.list_failover_events()
+    assert row["detected_by"] == "manager h:1: child 41 killed by SIGKILL"
+    # Fenced: the crashed attempts' late writes are refused; the sibling is untouched.
+    claims = [Claim(j.id, j.attempt) for j in held]
+    assert js.complete_jobs([Completion(c, S.SUCCEEDED) for c in claims]) == [False] * 2
+    assert [w.worker_id for w in ws.list_workers()] == ["sibling"]
+    (other,) = set(ids) - {j.id for j in held}
+    assert js.get_job(other).state is S.RUNNING
+    # Once failed over, a second report (or the lifeline) moves nothing again.
+    assert ws.fail_over_process(hostname="host-m", pid=41, detected_by="m") == []
+    assert ws.fail_over_workers(ttl_seconds=3600, detected_by="t") == []
+
+
 def test_orphaned_running_jobs_are_rescued_after_their_lease(
     stores: tuple[SqlJobStore, SqlFleetAdmin],
 ) -> None:

@@ -244,6 +244,13 @@ class WorkerStore(Protocol):
         workers that are not active: those whose lease expired, or all of them if ``force``.
         Concurrent callers never fail over the same worker twice."""
 
+    def fail_over_process(
+        self, *, hostname: str, pid: int, detected_by: str
+    ) -> list[fleet.FailoverEvent]:
+        """Fail over at once the active workers of process ``pid`` on ``hostname``, which
+        its supervisor saw die (no TTL to wait for): the same fenced moves and record as
+        ``fail_over_workers``, one event per worker."""
+
     def count_ready_jobs(self, queues: Sequence[str]) -> int:
         """Due ``queued`` jobs of these queues, up to a small cap (a stall probe)."""
 
