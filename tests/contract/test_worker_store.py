@@ -3,13 +3,14 @@ SQLite, PostgreSQL and MariaDB. Times are the database's; TTLs are short so test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
 import pytest
 
-from ledgerq.core import fleet
-from ledgerq.core.job import Claim, NewJob, as_utc
+from ledgerq.core import fleet, unknown_tasks
+from ledgerq.core.job import Claim, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
@@ -329,3 +330,58 @@ def test_remove_worker_and_crashed_workers(stores: tuple[SqlJobStore, SqlFleetAd
     assert ws.delete_failover_events(older_than_days=1) == 0
     assert ws.delete_failover_events(older_than_days=0) == 1
     assert json.loads(json.dumps(ws.outcome_counts())) == {"gone": {"failed_over": 1}}
+
+
+def claim_again(js: SqlJobStore) -> Job:
+    """Stage the deferred job once it is due and claim it as the old worker."""
+
+    def claim() -> list[Job]:
+        js.stage_due_jobs()
+        return js.claim_jobs(queues=["q"], worker_id="old", limit=1, lease_seconds=60)
+
+    (job,) = wait_until(claim, timeout=10, what="the deferred job due again")
+    return job
+
+
+def test_a_job_of_an_unknown_task_is_deferred_without_spending_an_attempt(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    ws.register_worker(
+        fleet.Registration("old", "h", 1, ("q",), concurrency=1, version="1", tasks=("t0",))
+    )
+    (ref,) = js.insert_jobs([NewJob(task="t-new", queue="q", args_json="[]", max_attempts=1)])
+    policy = unknown_tasks.UnknownTaskPolicy(grace_seconds=3600, first_delay_seconds=0.01)
+    (job,) = js.claim_jobs(queues=["q"], worker_id="old", limit=1, lease_seconds=60)
+    verdict = ws.defer_unknown_task(Claim(job.id, job.attempt), policy=policy)
+    assert verdict is not None and verdict.deferred and not verdict.declared
+    assert verdict.put_backs == 1 and verdict.delay_seconds == 0.01
+    after = js.get_job(ref.job_id)
+    assert after.state is S.SCHEDULED and after.worker_id is None
+    assert (after.attempt, after.max_attempts) == (1, 2)
+    # Fenced: the same claim again is stale and writes nothing.
+    assert ws.defer_unknown_task(Claim(job.id, job.attempt), policy=policy) is None
+    # A second put-back doubles the delay and keeps the first put-back's time.
+    again = claim_again(js)
+    second = ws.defer_unknown_task(Claim(again.id, again.attempt), policy=policy)
+    assert second is not None and second.deferred and second.put_backs == 2
+    assert second.delay_seconds == 0.02
+    # A live worker of the queue declaring the task keeps the delay short.
+    ws.register_worker(
+        fleet.Registration("new", "h", 2, ("q",), concurrency=1, version="2", tasks=("t-new",))
+    )
+    third = claim_again(js)
+    verdict = ws.defer_unknown_task(
+        Claim(third.id, third.attempt), policy=dataclasses.replace(policy, grace_seconds=0)
+    )
+    assert verdict is not None and verdict.deferred and verdict.declared
+    assert verdict.delay_seconds == 0.01
+    # Nobody declares it any more and the grace is over: the caller is told to bury it.
+    assert ws.deregister_worker("new")
+    fourth = claim_again(js)
+    verdict = ws.defer_unknown_task(
+        Claim(fourth.id, fourth.attempt), policy=dataclasses.replace(policy, grace_seconds=0)
+    )
+    assert verdict is not None and verdict.buried and not verdict.declared
+    assert js.get_job(ref.job_id).state is S.RUNNING  # nothing written: the caller buries it
+    assert js.get_job(ref.job_id).max_attempts - fourth.attempt == 0
