@@ -311,6 +311,7 @@ def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
         "reconcile": reconcile_policy(settings),
         "health_check_interval_seconds": settings.worker_health_check_interval,
         "failover_check_interval_seconds": settings.failover_check_interval,
+        "unknown_task_grace_seconds": settings.unknown_task_grace,
     }
     if overrides.pop("reconcile", True) is False:
         values["reconcile"] = None

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     """Seconds between a worker's health-check records. Defaults to 30."""
     failover_check_interval: float = Field(default=5.0, gt=0)
     """Seconds between checks for lost workers. Defaults to 5."""
+    unknown_task_grace: float = Field(default=300.0, ge=0)
+    """Seconds a job of a task its worker does not register may wait, from its first put-back,
+    while no live worker of its queue declares the task, before it is buried (``dead``, error
+    kind ``unknown_task``). Until then it goes back to the queue without spending an attempt
+    (a rolling deploy: old workers meet new tasks). Defaults to 300."""
     stuck_after: float = Field(default=900.0, gt=0)
     """Seconds without heartbeat or progress before a job counts as stuck. Defaults to 900."""
     requeue_after: float = Field(default=60.0, gt=0)

@@ -136,3 +136,66 @@ def test_each_managed_child_gets_its_own_health_port(ledger: Make, procs: Procs)
     assert len(children(manager.pid)) == 2
     manager.signal(signal.SIGTERM)
     assert manager.wait(60) == 0, manager.log()[-2000:]
+
+
+#: A TTL far above the recovery a manager-seen crash must give (the fleet's own failover
+#: would take up to 30 s + one check).
+LONG_TTL_ENV = {
+    "LEDGERQ_HEARTBEAT_INTERVAL": "1",
+    "LEDGERQ_WORKER_TTL": "30",
+    "LEDGERQ_FAILOVER_CHECK_INTERVAL": "5",
+}
+
+
+def test_a_child_the_manager_sees_crash_is_failed_over_at_once(ledger: Make, procs: Procs) -> None:
+    db = ledger("postgresql")
+    fleet = Fleet(db.url)
+    try:
+        manager = procs.worker(
+            db.url,
+            "--processes",
+            "2",
+            "--concurrency",
+            "2",
+            "--prefetch",
+            "0",
+            "--grace",
+            "5",
+            env=LONG_TTL_ENV,
+        )
+        wait_until(lambda: len(fleet.active()) == 2, timeout=30, what="two children registered")
+        # 8 s on the first attempt (the victim's are killed), 0.05 s on the rerun.
+        ids = [db.effects.slow.enqueue(f"m{i}", 8.0, 0.05, max_attempts=3).job_id for i in range(4)]
+        wait_until(
+            lambda: all(db.jobs()[i].state == "running" for i in ids),
+            timeout=30,
+            what="every job running",
+        )
+        holders = {i: db.jobs()[i].worker_id for i in ids}
+        victim_id = next(iter(holders.values()))
+        victim = next(pid for pid, wid in fleet.active().items() if wid == victim_id)
+        held = {i for i, wid in holders.items() if wid == victim_id}
+        killed_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+
+        def back() -> bool:
+            rows = db.jobs()
+            return all(rows[i].state != "running" or rows[i].attempt == 2 for i in held)
+
+        wait_until(back, timeout=25, what="the killed child's jobs put back")
+        took = time.monotonic() - killed_at
+        assert took <= 3.0, f"the killed child's jobs came back after {took:.2f} s (TTL 30 s)"
+        events = fleet.admin.list_failover_events()
+        assert [e["worker_id"] for e in events] == [victim_id]
+        assert events[0]["detected_by"].startswith("manager ")
+        assert "SIGKILL" in events[0]["detected_by"]
+        assert sorted(events[0]["job_ids"]["requeued"]) == sorted(held)
+        wait_until(lambda: set(db.states()) == {"succeeded"}, timeout=60, what="every job done")
+        assert all(db.jobs()[i].attempt == 2 for i in held)
+        assert db.duplicate_rows() == []
+        assert len(db.effect_rows()) == 4
+        manager.signal(signal.SIGTERM)
+        assert manager.wait(30) == 0, manager.log()[-3000:]
+        print(f"manager-seen crash: jobs back after {took:.2f} s")
+    finally:
+        fleet.close()

@@ -204,3 +204,20 @@ def test_worker_reports_transport_fallback_while_redis_is_down(
         wait_until(lambda: fallback() == 1, timeout=10, what="fallback reported")
         redis_server.start()
         wait_until(lambda: fallback() == 0, timeout=20, what="back on Redis")
+
+
+def test_jobs_of_unknown_tasks_are_counted_by_outcome() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from ledgerq.core.operations import UnknownTaskSeen
+    from ledgerq.metrics.prometheus import PrometheusSink
+
+    registry = CollectorRegistry()
+    sink = PrometheusSink(registry)
+    for outcome in ("deferred", "deferred", "buried"):
+        sink.emit(UnknownTaskSeen("q", "new.task", outcome))
+    found = samples(generate_latest(registry).decode())
+    labels = (("outcome", "deferred"), ("queue", "q"), ("task", "new.task"))
+    assert found[("jobs_unknown_task_total", labels)] == 2
+    labels = (("outcome", "buried"), ("queue", "q"), ("task", "new.task"))
+    assert found[("jobs_unknown_task_total", labels)] == 1

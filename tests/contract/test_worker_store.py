@@ -3,13 +3,14 @@ SQLite, PostgreSQL and MariaDB. Times are the database's; TTLs are short so test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
 import pytest
 
-from ledgerq.core import fleet
-from ledgerq.core.job import Claim, NewJob, as_utc
+from ledgerq.core import fleet, unknown_tasks
+from ledgerq.core.job import Claim, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
@@ -181,6 +182,39 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     assert {j.id for j in again} == set(event.requeued) and {j.attempt for j in again} == {2}
 
 
+def test_a_process_its_supervisor_saw_die_is_failed_over_at_once(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    for worker_id, pid in (("crashed", 41), ("sibling", 42)):
+        ws.register_worker(
+            fleet.Registration(worker_id, "host-m", pid, ("q",), concurrency=4, version="0.1.0")
+        )
+    ids = [r.job_id for r in js.insert_jobs([new(), new(), new()])]
+    held = js.claim_jobs(queues=["q"], worker_id="crashed", limit=2, lease_seconds=60)
+    js.claim_jobs(queues=["q"], worker_id="sibling", limit=1, lease_seconds=60)
+    # Another host's pid 41, and a pid with no worker, are nobody's business here.
+    assert ws.fail_over_process(hostname="host-x", pid=41, detected_by="m") == []
+    assert ws.fail_over_process(hostname="host-m", pid=43, detected_by="m") == []
+    # Its heartbeat is fresh: no TTL is waited for.
+    (event,) = ws.fail_over_process(
+        hostname="host-m", pid=41, detected_by="manager h:1: child 41 killed by SIGKILL"
+    )
+    assert event.worker_id == "crashed" and set(event.requeued) == {j.id for j in held}
+    assert all(js.get_job(j.id).state is S.QUEUED for j in held)
+    (row,) = ws.list_failover_events()
+    assert row["detected_by"] == "manager h:1: child 41 killed by SIGKILL"
+    # Fenced: the crashed attempts' late writes are refused; the sibling is untouched.
+    claims = [Claim(j.id, j.attempt) for j in held]
+    assert js.complete_jobs([Completion(c, S.SUCCEEDED) for c in claims]) == [False] * 2
+    assert [w.worker_id for w in ws.list_workers()] == ["sibling"]
+    (other,) = set(ids) - {j.id for j in held}
+    assert js.get_job(other).state is S.RUNNING
+    # Once failed over, a second report (or the lifeline) moves nothing again.
+    assert ws.fail_over_process(hostname="host-m", pid=41, detected_by="m") == []
+    assert ws.fail_over_workers(ttl_seconds=3600, detected_by="t") == []
+
+
 def test_orphaned_running_jobs_are_rescued_after_their_lease(
     stores: tuple[SqlJobStore, SqlFleetAdmin],
 ) -> None:
@@ -316,3 +350,58 @@ def test_remove_worker_and_crashed_workers(stores: tuple[SqlJobStore, SqlFleetAd
     assert ws.delete_failover_events(older_than_days=1) == 0
     assert ws.delete_failover_events(older_than_days=0) == 1
     assert json.loads(json.dumps(ws.outcome_counts())) == {"gone": {"failed_over": 1}}
+
+
+def claim_again(js: SqlJobStore) -> Job:
+    """Stage the deferred job once it is due and claim it as the old worker."""
+
+    def claim() -> list[Job]:
+        js.stage_due_jobs()
+        return js.claim_jobs(queues=["q"], worker_id="old", limit=1, lease_seconds=60)
+
+    (job,) = wait_until(claim, timeout=10, what="the deferred job due again")
+    return job
+
+
+def test_a_job_of_an_unknown_task_is_deferred_without_spending_an_attempt(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    js, ws = stores
+    ws.register_worker(
+        fleet.Registration("old", "h", 1, ("q",), concurrency=1, version="1", tasks=("t0",))
+    )
+    (ref,) = js.insert_jobs([NewJob(task="t-new", queue="q", args_json="[]", max_attempts=1)])
+    policy = unknown_tasks.UnknownTaskPolicy(grace_seconds=3600, first_delay_seconds=0.01)
+    (job,) = js.claim_jobs(queues=["q"], worker_id="old", limit=1, lease_seconds=60)
+    verdict = ws.defer_unknown_task(Claim(job.id, job.attempt), policy=policy)
+    assert verdict is not None and verdict.deferred and not verdict.declared
+    assert verdict.put_backs == 1 and verdict.delay_seconds == 0.01
+    after = js.get_job(ref.job_id)
+    assert after.state is S.SCHEDULED and after.worker_id is None
+    assert (after.attempt, after.max_attempts) == (1, 2)
+    # Fenced: the same claim again is stale and writes nothing.
+    assert ws.defer_unknown_task(Claim(job.id, job.attempt), policy=policy) is None
+    # A second put-back doubles the delay and keeps the first put-back's time.
+    again = claim_again(js)
+    second = ws.defer_unknown_task(Claim(again.id, again.attempt), policy=policy)
+    assert second is not None and second.deferred and second.put_backs == 2
+    assert second.delay_seconds == 0.02
+    # A live worker of the queue declaring the task keeps the delay short.
+    ws.register_worker(
+        fleet.Registration("new", "h", 2, ("q",), concurrency=1, version="2", tasks=("t-new",))
+    )
+    third = claim_again(js)
+    verdict = ws.defer_unknown_task(
+        Claim(third.id, third.attempt), policy=dataclasses.replace(policy, grace_seconds=0)
+    )
+    assert verdict is not None and verdict.deferred and verdict.declared
+    assert verdict.delay_seconds == 0.01
+    # Nobody declares it any more and the grace is over: the caller is told to bury it.
+    assert ws.deregister_worker("new")
+    fourth = claim_again(js)
+    verdict = ws.defer_unknown_task(
+        Claim(fourth.id, fourth.attempt), policy=dataclasses.replace(policy, grace_seconds=0)
+    )
+    assert verdict is not None and verdict.buried and not verdict.declared
+    assert js.get_job(ref.job_id).state is S.RUNNING  # nothing written: the caller buries it
+    assert js.get_job(ref.job_id).max_attempts - fourth.attempt == 0

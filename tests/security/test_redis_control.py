@@ -110,6 +110,9 @@ class Member:
     def transport_round_trip_ms(self) -> float | None:
         return None
 
+    def lease_confirmed(self, sent_at: float) -> None:
+        pass
+
 
 def test_a_flood_of_wake_ups_neither_stops_nor_starves_the_heartbeat(
     make_database_url: Callable[[str], str],

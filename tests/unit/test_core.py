@@ -111,3 +111,16 @@ def test_error_tree_has_one_root() -> None:
         errors.StoreUnavailable,
     ]
     assert all(issubclass(leaf, errors.LedgerqError) for leaf in leaves)
+
+
+def test_unknown_task_policy_delays_grow_and_burial_waits_for_the_grace() -> None:
+    from ledgerq.core.unknown_tasks import UnknownTaskPolicy
+
+    policy = UnknownTaskPolicy(grace_seconds=300, first_delay_seconds=1, max_delay_seconds=30)
+    assert [policy.delay_seconds(n) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert policy.delay_seconds(10**6) == 30  # no overflow however long it waits
+    assert policy.delay_seconds(5, declared=True) == 1  # its worker should have it soon
+    assert not policy.buries(declared=False, waited_seconds=299.9)
+    assert policy.buries(declared=False, waited_seconds=300)
+    assert not policy.buries(declared=True, waited_seconds=10**6)
+    assert UnknownTaskPolicy(grace_seconds=0).buries(declared=False, waited_seconds=0)

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions
+from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions, exit_description
 from tests.helpers import wait_until
 
 FAST = {"restart_delay_seconds": 0.05, "crash_loop_window_seconds": 30.0}
@@ -89,3 +89,37 @@ def test_a_child_over_its_memory_budget_is_recycled() -> None:
     manager.request_stop()
     thread.join(30)
     assert result == [0]
+
+
+def test_a_crash_is_reported_before_the_restart_and_a_clean_exit_is_not() -> None:
+    reported: list[tuple[int, str]] = []
+    code = "import os, signal, sys; os.kill(os.getpid(), signal.SIGKILL)"
+    manager = Manager(
+        child(code),
+        ManagerOptions(processes=1, crash_loop_restarts=1, **FAST),  # type: ignore[arg-type]
+        on_crash=lambda pid, how: reported.append((pid, how)),
+    )
+    assert manager.run() == 1
+    assert [how for _, how in reported] == ["killed by SIGKILL"] * 2
+    assert len({pid for pid, _ in reported}) == 2
+
+    def report(pid: int, how: str) -> None:
+        reported.append((pid, how))
+
+    assert Manager(child("pass"), ManagerOptions(processes=1, **FAST), report).run() == 0  # type: ignore[arg-type]
+    recycling = Manager(
+        child(f"import sys; sys.exit({EXIT_RECYCLE})"),
+        ManagerOptions(processes=1, **FAST),  # type: ignore[arg-type]
+        on_crash=report,
+    )
+    thread, _ = run_in_thread(recycling)
+    wait_until(lambda: recycling.recycled >= 2, timeout=30, what="two recycles")
+    recycling.request_stop()
+    thread.join(30)
+    assert len(reported) == 2
+
+
+def test_exit_description_names_the_signal_or_the_code() -> None:
+    assert exit_description(-9) == "killed by SIGKILL"
+    assert exit_description(1) == "exit code 1"
+    assert exit_description(-200) == "killed by signal 200"

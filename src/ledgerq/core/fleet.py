@@ -48,6 +48,9 @@ class Registration:
     queues: tuple[str, ...]
     concurrency: int
     version: str
+    tasks: tuple[str, ...] = ()
+    """The task names its application registers: the fleet's answer to "does any live worker
+    know this task" for a job a worker without it claimed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,17 @@ class JobFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class UnknownTaskSeen:
+    """A worker claimed a job of a task its application does not register; ``outcome`` is
+    ``deferred`` (put back without spending an attempt) or ``buried`` (no live worker
+    declared the task for the grace period)."""
+
+    queue: str
+    task: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobsEnqueued:
     """Jobs were accepted into the ledger."""
 
@@ -142,6 +153,7 @@ Event = (
     | HintsDropped
     | StoreWriteFailed
     | CompletionBacklog
+    | UnknownTaskSeen
 )
 """Every event a sink may receive."""
 

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ledgerq.core import fleet, limits, workflow
+from ledgerq.core import fleet, limits, unknown_tasks, workflow
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.states import JobState
 
@@ -248,6 +248,22 @@ class WorkerStore(Protocol):
         fenced writes, recording one event per worker. Also rescues running jobs of
         workers that are not active: those whose lease expired, or all of them if ``force``.
         Concurrent callers never fail over the same worker twice."""
+
+    def fail_over_process(
+        self, *, hostname: str, pid: int, detected_by: str
+    ) -> list[fleet.FailoverEvent]:
+        """Fail over at once the active workers of process ``pid`` on ``hostname``, which
+        its supervisor saw die (no TTL to wait for): the same fenced moves and record as
+        ``fail_over_workers``, one event per worker."""
+
+    def defer_unknown_task(
+        self, claim: Claim, *, policy: unknown_tasks.UnknownTaskPolicy
+    ) -> unknown_tasks.Verdict | None:
+        """A job of a task the claiming worker does not know: put it back to ``scheduled``
+        (fenced, ``max_attempts + 1`` so no attempt is spent, a delay growing per put-back)
+        unless no active worker of its queue declares the task and the policy's grace since
+        its first put-back has passed (then nothing is written: the caller buries it). None
+        if the claim is stale."""
 
     def count_ready_jobs(self, queues: Sequence[str]) -> int:
         """Due ``queued`` jobs of these queues, up to a small cap (a stall probe)."""

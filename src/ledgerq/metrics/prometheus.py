@@ -34,6 +34,7 @@ from ledgerq.core.operations import (
     JobsEnqueued,
     ReconcilePassed,
     StoreWriteFailed,
+    UnknownTaskSeen,
     WorkerView,
 )
 from ledgerq.metrics.breakers import BreakerCollector
@@ -102,6 +103,13 @@ class PrometheusSink:
             ["operation"],
             registry=registry,
         )
+        self.unknown_task = Counter(
+            "jobs_unknown_task",
+            "Claimed jobs of a task the worker does not register, by outcome (deferred: put"
+            " back without spending an attempt; buried: no live worker declared the task).",
+            ["queue", "task", "outcome"],
+            registry=registry,
+        )
         self.completions_pending = Gauge(
             "completions_pending",
             "Finished attempts whose outcome a worker holding its claims back has not written.",
@@ -130,6 +138,8 @@ class PrometheusSink:
             self.hints_dropped.inc(event.count)
         elif isinstance(event, StoreWriteFailed):
             self.write_failures.labels(event.operation).inc()
+        elif isinstance(event, UnknownTaskSeen):
+            self.unknown_task.labels(event.queue, event.task, event.outcome).inc()
         elif isinstance(event, CompletionBacklog):
             self.completions_pending.set(event.pending)
             self.completions_oldest.set(event.oldest_seconds)

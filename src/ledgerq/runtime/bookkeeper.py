@@ -98,13 +98,18 @@ class Bookkeeper:
         assert self._gate is not None
         if self._gate.admit(ctx.job, spec):
             return True
+        self.set_aside(ctx)
+        return False
+
+    def set_aside(self, ctx: JobContext) -> None:
+        """Forget a job the worker put back itself before running it (postponed by a limit,
+        deferred for an unknown task), recording its attempt as requeued."""
         with self._lock:
             if self._inflight.get(ctx.job_id) is ctx:
                 del self._inflight[ctx.job_id]
             self._claimed_at.pop(ctx.job_id, None)
         if self._membership is not None:
             self._membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.started_at)
-        return False
 
     def record_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
         """Record completions the ledger applied (True) or refused as stale (False)."""

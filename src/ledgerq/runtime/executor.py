@@ -70,14 +70,18 @@ class Executor:
         on_skipped: Callable[[JobContext], None] | None = None,
         admit: Callable[[JobContext, TaskSpec | None], bool] | None = None,
         may_start: Callable[[JobContext], bool] | None = None,
+        on_unknown: Callable[[JobContext], Completion | None] | None = None,
     ) -> None:
         """``prefetch``: jobs held beyond the running slots, or None to follow the job
         durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
         runs; False: the job was held back (postponed by a limit) and its slot is free again.
         ``may_start`` (optional) is asked first whether the job is still this worker's to
-        start (its lease may have lapsed, see ``LeaseGuard``); False: it is skipped."""
+        start (its lease may have lapsed, see ``LeaseGuard``); False: it is skipped.
+        ``on_unknown`` (optional) takes a job of a task the registry lacks and returns its
+        outcome, or None if it put the job back; without it such a job fails (and retries)."""
         self._registry = registry
         self._may_start_job = may_start
+        self._on_unknown = on_unknown
         self._admit = admit
         self._on_skipped = on_skipped
         self._codec = codec
@@ -239,10 +243,12 @@ class Executor:
             return job_timeout
         return run.spec.timeout_seconds if run.spec else None
 
-    def _execute(self, run: _Run, timeout: float | None) -> Completion:
+    def _execute(self, run: _Run, timeout: float | None) -> Completion | None:
         job = run.ctx.job
         policy = run.spec.retry if run.spec else RetryPolicy()
         if run.spec is None:
+            if self._on_unknown is not None:
+                return self._on_unknown(run.ctx)
             exc = errors.TaskNotRegistered(job.task)
             return outcomes.failed(job, policy, "unknown_task", None, str(exc))
         try:

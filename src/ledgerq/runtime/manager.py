@@ -2,6 +2,8 @@
 half a second, with exponential backoff while it keeps crashing and no restart at all once it
 crash-loops; a child past its memory budget is recycled (SIGTERM: it finishes or puts back its
 jobs, then a fresh one starts); SIGTERM to the manager is forwarded for a graceful stop.
+A child that crashed is reported (``on_crash``) before its replacement starts, so its running
+jobs are failed over at once instead of after the worker TTL.
 
 Exit codes of a child: ``EXIT_RECYCLE`` asks for a replacement (its job budget is spent), 0
 means it stopped on purpose (a stop request) and stays stopped, anything else is a crash.
@@ -25,6 +27,16 @@ log = structlog.get_logger("ledgerq.manager")
 
 #: A child's exit code asking the manager for a fresh replacement.
 EXIT_RECYCLE = 3
+
+
+def exit_description(code: int) -> str:
+    """How a child ended, from ``Popen.returncode`` (negative: the signal that killed it)."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +69,15 @@ class Manager:
     health port. ``run()`` blocks; ``request_stop()`` is signal-safe."""
 
     def __init__(
-        self, command: Sequence[str] | Callable[[int], Sequence[str]], options: ManagerOptions
+        self,
+        command: Sequence[str] | Callable[[int], Sequence[str]],
+        options: ManagerOptions,
+        on_crash: Callable[[int, str], None] | None = None,
     ) -> None:
+        """``on_crash(pid, how)`` (optional) is called in the supervising loop for a child
+        that exited abnormally (``how``: "killed by SIGKILL", "exit code 1"), before it is
+        restarted; it must not raise."""
+        self._on_crash = on_crash
         fixed = None if callable(command) else list(command)
         self._command_for: Callable[[int], Sequence[str]] = (
             command if callable(command) else (lambda _slot: fixed or [])
@@ -126,6 +145,8 @@ class Manager:
             self._after_crash(slot, pid, code, now)
 
     def _after_crash(self, slot: _Slot, pid: int, code: int, now: float) -> None:
+        if self._on_crash is not None:
+            self._on_crash(pid, exit_description(code))
         window = self._options.crash_loop_window_seconds
         slot.crashes.append(now)
         while slot.crashes and slot.crashes[0] < now - window:

@@ -38,8 +38,14 @@ class Membership:
     """Starts and stops the fleet services of one worker and routes its history events."""
 
     def __init__(
-        self, store: WorkerStore, member: Member, options: WorkerOptions, worker_id: str
+        self,
+        store: WorkerStore,
+        member: Member,
+        options: WorkerOptions,
+        worker_id: str,
+        tasks: tuple[str, ...] = (),
     ) -> None:
+        """``tasks``: the names the worker's application registers, declared to the fleet."""
         self.worker_id = worker_id
         registration = fleet.Registration(
             worker_id=self.worker_id,
@@ -48,6 +54,7 @@ class Membership:
             queues=options.queues,
             concurrency=options.concurrency,
             version=_version(),
+            tasks=tasks,
         )
         self.registrar = Registrar(
             store,

@@ -56,5 +56,17 @@ def failed(
     )
 
 
+def buried(job: Job, kind: str, message: str) -> Completion:
+    """The job is ``dead`` now, whatever attempts it has left (e.g. no worker knows its task)."""
+    error_json = json.dumps({"kind": kind, "message": message, "attempt": job.attempt})
+    return Completion(
+        _claim(job),
+        JobState.DEAD,
+        error_json=error_json,
+        batch_id=job.batch_id,
+        workflow_id=job.workflow_id,
+    )
+
+
 def _claim(job: Job) -> Claim:
     return Claim(job.id, job.attempt)

@@ -26,9 +26,11 @@ from ledgerq.core.ports import (
     WorkflowStore,
 )
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.unknown_tasks import UnknownTaskPolicy
 from ledgerq.runtime.bookkeeper import Bookkeeper, WorkerStats
 from ledgerq.runtime.completer import Completer
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.deferrer import Deferrer
 from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.gate import LimitGate
@@ -78,6 +80,9 @@ class WorkerOptions:
     """Run the reconciler inside this worker (one instance at a time fleet-wide); None: not."""
     health_check_interval_seconds: float = 30.0
     failover_check_interval_seconds: float = 5.0
+    unknown_task_grace_seconds: float = 300.0
+    """With a fleet store: how long a job of a task no live worker declares may wait (from
+    its first put-back) before it is buried; see ``runtime/deferrer.py``."""
 
 
 class Worker:
@@ -113,11 +118,24 @@ class Worker:
         self._items = items  # batch items of running jobs (``ctx.items()``)
         self._stop_requested = False
         self._immediate = False
+        tasks = tuple(spec.name for spec in registry)
         self.membership = (
-            Membership(fleet_store, self, options, self.id) if fleet_store is not None else None
+            Membership(fleet_store, self, options, self.id, tasks=tasks)
+            if fleet_store is not None
+            else None
         )
         self._book = Bookkeeper(
             store, transport, events=events, gate=gate, membership=self.membership
+        )
+        deferrer = (
+            Deferrer(
+                fleet_store,
+                self._book,
+                UnknownTaskPolicy(grace_seconds=options.unknown_task_grace_seconds),
+                events=events,
+            )
+            if fleet_store is not None
+            else None
         )
         self.stats = self._book.stats
         self._completer = Completer(store, self._book.record_written, events=events)
@@ -136,6 +154,7 @@ class Worker:
             on_skipped=self._book.forget,
             admit=self._book.admit if gate is not None else None,
             may_start=self._leases.may_start,
+            on_unknown=deferrer.handle if deferrer is not None else None,
         )
         policy = FetchPolicy(
             queues=options.queues,

@@ -65,19 +65,41 @@ class FailoverMixin(SqlTransactions):
         events.extend(self._rescue_orphans(detected_by, force=force, ttl_seconds=ttl_seconds))
         return events
 
+    def fail_over_process(
+        self, *, hostname: str, pid: int, detected_by: str
+    ) -> list[fleet.FailoverEvent]:
+        """Fail over at once, whatever its heartbeat's age, every active worker registered by
+        process ``pid`` of ``hostname``: its supervisor saw that process die. Same fenced
+        moves and record as ``fail_over_workers``; a worker already failed over (or stopped)
+        is left alone, so a concurrent lifeline never moves a job twice."""
+        stmt = sa.select(queue_workers.c.id).where(
+            queue_workers.c.hostname == hostname,
+            queue_workers.c.pid == pid,
+            queue_workers.c.state == W.ACTIVE.value,
+        )
+        with self._read() as conn:
+            found: list[str] = list(conn.execute(stmt).scalars())
+        events = []
+        for worker_id in found:
+            event = self._fail_over_one(str(worker_id), None, detected_by)
+            if event is not None:
+                events.append(event)
+        return events
+
     def _fail_over_one(
-        self, worker_id: str, cutoff: sa.ColumnElement[Any], detected_by: str
+        self, worker_id: str, cutoff: sa.ColumnElement[Any] | None, detected_by: str
     ) -> fleet.FailoverEvent | None:
+        """Declare ``worker_id`` dead (only if its heartbeat is older than ``cutoff``, when
+        given) and move its running jobs; None if it was not active (or beat in time)."""
         began = time.perf_counter()
         d = self.dialect
+        still = [queue_workers.c.id == worker_id, queue_workers.c.state == W.ACTIVE.value]
+        if cutoff is not None:
+            still.append(queue_workers.c.heartbeat_at < cutoff)
         with self._begin() as conn:
             declare = (
                 sa.update(queue_workers)
-                .where(
-                    queue_workers.c.id == worker_id,
-                    queue_workers.c.state == W.ACTIVE.value,
-                    queue_workers.c.heartbeat_at < cutoff,
-                )
+                .where(*still)
                 .values(state=W.DEAD.value, stopped_at=d.now(), jobs_in_flight=0)
             )
             if conn.execute(declare).rowcount != 1:

@@ -141,6 +141,9 @@ queue_workers = sa.Table(
     # Jobs finished per second over the worker's recent window: peers compare it to share fairly.
     sa.Column("jobs_per_second", sa.Float, nullable=False, server_default="0"),
     sa.Column("last_fetch_at", Timestamp, nullable=True),
+    # The task names the worker's application registers, a JSON list (NULL: an older worker,
+    # which declares none): whether a live worker knows a task decides an unknown-task job.
+    sa.Column("tasks", LongText, nullable=True),
     sa.Index("ix_queue_workers_state_heartbeat_at", "state", "heartbeat_at"),
 )
 

@@ -8,6 +8,7 @@ lives in ``failover.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from ledgerq.core.states import JobState
 from ledgerq.store.failover import FailoverMixin
 from ledgerq.store.history import closing, recorded_attempts
 from ledgerq.store.tables import job_assignments, jobs, queue_workers, worker_health_checks
+from ledgerq.store.unknown_tasks import UnknownTaskMixin
 
 W = fleet.WorkerState
 _ASSIGNMENT_RETRIES = 3
@@ -27,7 +29,7 @@ _ASSIGNMENT_RETRIES = 3
 READY_PROBE_CAP = 100
 
 
-class SqlWorkerStore(FailoverMixin):
+class SqlWorkerStore(FailoverMixin, UnknownTaskMixin):
     """The fleet's registry. Thread-safe; each call checks a connection out of the pool."""
 
     def register_worker(self, registration: fleet.Registration) -> None:
@@ -46,6 +48,7 @@ class SqlWorkerStore(FailoverMixin):
             "stop_requested": None,
             "jobs_in_flight": 0,
             "last_fetch_at": None,
+            "tasks": json.dumps(sorted(registration.tasks)),
         }
         with self._begin() as conn:
             update = sa.update(queue_workers).where(queue_workers.c.id == registration.worker_id)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import signal
+import socket
 import sys
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -251,6 +253,7 @@ def _manage(
         ManagerOptions(
             processes=processes, max_memory_mb=max_memory, stop_timeout_seconds=grace + 30
         ),
+        on_crash=lambda pid, how: fail_over_child(cli.app(), pid, how),
     )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -259,6 +262,37 @@ def _manage(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return manager.run()
+
+
+def fail_over_child(app: LedgerQ, pid: int, how: str) -> None:
+    """A managed child crashed: fail its worker over now (its jobs back to ``queued``,
+    fenced, recorded with the manager as the trigger) rather than after WORKER_TTL, and
+    announce the jobs put back. A failure only costs time: the fleet's lifeline still fails
+    the worker over once its heartbeat is older than the TTL."""
+    host = socket.gethostname()
+    detected_by = f"manager {host}:{os.getpid()}: child {pid} {how}"
+    parts = app.parts
+    try:
+        events = parts.fleet.fail_over_process(hostname=host, pid=pid, detected_by=detected_by)
+    except errors.LedgerqError as exc:
+        log.warning("could not fail over a crashed worker process", pid=pid, error=str(exc))
+        return
+    for event in events:
+        log.warning(
+            "crashed worker process failed over",
+            pid=pid,
+            how=how,
+            dead_worker=event.worker_id,
+            requeued=len(event.requeued),
+            dead_jobs=len(event.dead),
+            took_ms=round(event.duration_ms, 1),
+        )
+    requeued = [job_id for event in events for job_id in event.requeued]
+    if requeued and parts.announcer is not None:
+        try:
+            parts.announcer.push(parts.store.hints_for(requeued))
+        except errors.LedgerqError as exc:
+            log.warning("could not announce failed-over jobs", error=str(exc))
 
 
 def _refuse_a_ledger_without_tables(app: LedgerQ) -> None:
