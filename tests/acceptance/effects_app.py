@@ -17,6 +17,7 @@ both register the same task names.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ YIELDING = "effects.yielding"
 STUBBORN = "effects.stubborn"
 NOOP = "effects.noop"
 RESILIENT = "effects.resilient"
+HUNG = "effects.hung"
 
 _engines: dict[str, sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -98,6 +100,28 @@ def work(engine: sa.Engine, ctx: JobContext, key: str, seconds: float, rerun: fl
     return not ctx.stop_requested
 
 
+def stubborn_body(engine: sa.Engine, ctx: JobContext, key: str, seconds: float) -> str:
+    """Record the start; the first attempt sleeps ``seconds`` ignoring every stop request and
+    ownership change, later attempts return at once. Returns ``key@attempt``."""
+    with engine.begin() as conn:
+        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+    if ctx.attempt == 1:
+        time.sleep(seconds)
+    return f"{key}@{ctx.attempt}"
+
+
+def block_in_c(engine: sa.Engine, ctx: JobContext, key: str, seconds: float) -> None:
+    """Record the start; the first attempt then blocks in C (``time.sleep``, which no
+    interrupt reaches) for ``seconds``, swallows the interrupt as careless code does, and
+    records ``key``'s effect; later attempts record it at once."""
+    with engine.begin() as conn:
+        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+    if ctx.attempt == 1:
+        with contextlib.suppress(BaseException):  # the careless handler under test
+            time.sleep(seconds)
+    record(engine, ctx, key)
+
+
 def _wait_until_put_back(engine: sa.Engine, ctx: JobContext) -> None:
     # Poll the ledger until this attempt no longer holds the job.
     held = sa.select(jobs.c.id).where(
@@ -127,6 +151,7 @@ class EffectsApp:
     stubborn: Task[Any, Any]
     noop: Task[Any, Any]
     resilient: Task[Any, Any]
+    hung: Task[Any, Any]
 
 
 def make_app(**overrides: Any) -> EffectsApp:
@@ -169,12 +194,7 @@ def make_app(**overrides: Any) -> EffectsApp:
         """Record the start; the first attempt then sleeps ``seconds`` ignoring every stop
         request and ownership change (a handler that never checks its context), later
         attempts return at once. Returns ``key@attempt``."""
-        engine = effects_engine(url)
-        with engine.begin() as conn:
-            conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
-        if ctx.attempt == 1:
-            time.sleep(seconds)
-        return f"{key}@{ctx.attempt}"
+        return stubborn_body(effects_engine(url), ctx, key, seconds)
 
     @app.task(name=NOOP, max_attempts=1)
     def noop(ctx: JobContext, n: int, seconds: float = 0.0) -> None:
@@ -188,7 +208,13 @@ def make_app(**overrides: Any) -> EffectsApp:
         record(effects_engine(url), ctx, key)
         return key
 
-    return EffectsApp(app, record_effect, slow, yielding, stubborn, noop, resilient)
+    @app.task(name=HUNG, max_attempts=3, timeout=1.0, retry_backoff=0.05)
+    def hung(ctx: JobContext, key: str, seconds: float) -> str:
+        """``block_in_c``: past its timeout on the first attempt, at once later."""
+        block_in_c(effects_engine(url), ctx, key, seconds)
+        return key
+
+    return EffectsApp(app, record_effect, slow, yielding, stubborn, noop, resilient, hung)
 
 
 app = make_app().app

@@ -71,6 +71,7 @@ class Executor:
         admit: Callable[[JobContext, TaskSpec | None], bool] | None = None,
         may_start: Callable[[JobContext], bool] | None = None,
         on_unknown: Callable[[JobContext], Completion | None] | None = None,
+        on_hung: Callable[[JobContext], None] | None = None,
     ) -> None:
         """``prefetch``: jobs held beyond the running slots, or None to follow the job
         durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
@@ -78,10 +79,13 @@ class Executor:
         ``may_start`` (optional) is asked first whether the job is still this worker's to
         start (its lease may have lapsed, see ``LeaseGuard``); False: it is skipped.
         ``on_unknown`` (optional) takes a job of a task the registry lacks and returns its
-        outcome, or None if it put the job back; without it such a job fails (and retries)."""
+        outcome, or None if it put the job back; without it such a job fails (and retries).
+        ``on_hung`` (optional) hears of a timed-out job whose thread could not be stopped
+        (blocked in C): only ending the process stops it (see ``Worker``)."""
         self._registry = registry
         self._may_start_job = may_start
         self._on_unknown = on_unknown
+        self._on_hung = on_hung
         self._admit = admit
         self._on_skipped = on_skipped
         self._codec = codec
@@ -357,3 +361,5 @@ class Executor:
             self._threads.remove(thread)
             self._spawn()
         self._release_slot()
+        if self._on_hung is not None:
+            self._on_hung(run.ctx)

@@ -80,6 +80,10 @@ class WorkerOptions:
     """Run the reconciler inside this worker (one instance at a time fleet-wide); None: not."""
     health_check_interval_seconds: float = 30.0
     failover_check_interval_seconds: float = 5.0
+    recycle_when_hung: bool = False
+    """Stop at once (``recycle_requested``) when a timed-out job's thread cannot be stopped,
+    so the caller ends or replaces the process; False: abandon the thread and go on (an
+    embedding process keeps its worker, but the blocked code may still finish)."""
     unknown_task_grace_seconds: float = 300.0
     """With a fleet store: how long a job of a task no live worker declares may wait (from
     its first put-back) before it is buried; see ``runtime/deferrer.py``."""
@@ -118,6 +122,7 @@ class Worker:
         self._items = items  # batch items of running jobs (``ctx.items()``)
         self._stop_requested = False
         self._immediate = False
+        self._recycle = False
         tasks = tuple(spec.name for spec in registry)
         self.membership = (
             Membership(fleet_store, self, options, self.id, tasks=tasks)
@@ -155,6 +160,7 @@ class Worker:
             admit=self._book.admit if gate is not None else None,
             may_start=self._leases.may_start,
             on_unknown=deferrer.handle if deferrer is not None else None,
+            on_hung=self._on_hung if options.recycle_when_hung else None,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -218,6 +224,26 @@ class Worker:
         del mode
         if self.membership is not None and worker_id in (None, self.id):
             self.membership.check_stop_request()
+
+    @property
+    def recycle_requested(self) -> bool:
+        """Whether the worker stopped because a timed-out job's thread could not be stopped:
+        its process must end (or be replaced) so the job's code cannot go on."""
+        return self._recycle
+
+    def _on_hung(self, ctx: JobContext) -> None:
+        # The job's timeout was recorded and it will be retried, but its thread is blocked in
+        # C and may still finish its side effects: only ending the process stops it. Stop at
+        # once (the other jobs are put back) so the caller can end or replace the process.
+        log.error(
+            "a timed-out job's thread cannot be stopped (blocked in C); recycling the worker"
+            " process so its code cannot go on",
+            job_id=ctx.job_id,
+            task=ctx.job.task,
+            attempt=ctx.attempt,
+        )
+        self._recycle = True
+        self.request_stop(immediate=True)
 
     def request_stop(self, *, immediate: bool = False) -> None:
         """Ask for a graceful stop; ``immediate`` skips the grace period. Signal-safe."""

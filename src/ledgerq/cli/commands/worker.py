@@ -167,6 +167,7 @@ def start(
         max_jobs=1 if once else max_jobs,
         shutdown_grace_seconds=grace,
         poll_interval_seconds=poll_interval,
+        recycle_when_hung=True,
     )
     _install_signal_handlers(worker)
     exporter = None
@@ -193,9 +194,26 @@ def start(
                 "dropped_hints": stats.dropped_hints,
             }
         )
+    if worker.recycle_requested:
+        return _recycle(stop_instead=managed or once or burst or max_jobs is not None)
     if managed and worker.budget_spent and not worker.stop_requested:
         return EXIT_RECYCLE  # its job budget is spent: the manager starts a fresh one
     return 0
+
+
+def _recycle(*, stop_instead: bool) -> int:
+    """End this process's image, so the thread of a timed-out job that is blocked in C dies
+    before it can go on: a managed child (and a --once, --burst or --max-jobs worker) exits
+    with ``EXIT_RECYCLE`` (the manager starts a fresh child); any other worker replaces
+    itself with a fresh one of the same command line (``execv`` ends every thread at once)."""
+    if stop_instead:
+        return EXIT_RECYCLE
+    command = [sys.executable, "-m", "ledgerq.cli.main", *sys.argv[1:]]
+    log.warning("replacing this worker process with a fresh one", pid=os.getpid())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return EXIT_RECYCLE  # not reached
 
 
 def _stop_beside(
