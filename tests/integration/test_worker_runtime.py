@@ -187,7 +187,7 @@ def test_graceful_stop_puts_unfinished_jobs_back(app: LedgerQ) -> None:
     # The history records the put-back attempt with its holder and the claim's start.
     [row] = app.parts.fleet.list_assignments(job_id=job_id)
     assert (row["attempt"], row["outcome"], row["worker_id"]) == (1, "requeued", worker.id)
-    assert as_utc(row["started_at"]) == job.started_at
+    assert as_utc(row["started_at"]) == job.claimed_at
     with running_worker(app, **FAST):
         wait_until(lambda: state_of(app, job_id) is S.SUCCEEDED)
 
@@ -270,9 +270,13 @@ def test_every_attempt_is_in_the_history_with_its_outcome(app: LedgerQ) -> None:
     for row in history.values():
         assert row["worker_id"] == worker.id
         assert row["started_at"] is not None and row["ended_at"] >= row["started_at"]
-    # A one-attempt job's row began when its claim did (the job keeps its last start).
+    # A one-attempt job's row began when its claim did (the job keeps its last claim); its
+    # body started after that.
     for job_id in (ok, member):
-        assert as_utc(history[(job_id, 1)]["started_at"]) == app.jobs.get(job_id).started_at
+        job = app.jobs.get(job_id)
+        assert as_utc(history[(job_id, 1)]["started_at"]) == job.claimed_at
+        assert job.claimed_at is not None and job.started_at is not None
+        assert job.claimed_at <= job.started_at <= job.finished_at
 
 
 def test_a_handlers_log_lines_carry_its_job(app: LedgerQ) -> None:
@@ -296,3 +300,44 @@ def test_a_handlers_log_lines_carry_its_job(app: LedgerQ) -> None:
     lines = [entry for entry in captured.entries if entry["event"] == "working"]
     seen = {(e["job_id"], e["n"], e["queue"], e["task"], e["attempt"]) for e in lines}
     assert seen == {(job_id, n, "logs", talks.name, 1) for n, job_id in enumerate(ids)}
+
+
+def test_claimed_jobs_waiting_in_a_prefetch_are_not_shown_as_started(app: LedgerQ) -> None:
+    """One slot and three prefetched jobs: the ledger shows one started body and three jobs
+    waiting to start (``started_at`` NULL); each body's real start is written while it runs
+    or with its outcome, never before it began."""
+    release = threading.Event()
+    began: dict[int, float] = {}
+
+    @app.task()
+    def waits(ctx: JobContext) -> None:
+        began[ctx.job_id] = time.monotonic()
+        release.wait(30)
+
+    ids = [r.job_id for r in waits.enqueue_many([() for _ in range(4)])]
+    with running_worker(app, poll_interval_seconds=0.05, concurrency=1, prefetch=3):
+        wait_until(lambda: len(began) == 1, what="the first body started")
+        wait_until(
+            lambda: app.client.store.count_waiting_to_start() == {"default": 3},
+            what="three jobs claimed but waiting to start",
+        )
+        [running] = began
+        # The running body's start is written within a fraction of a second.
+        job = wait_until(
+            lambda: (j := app.jobs.get(running)).started_at is not None and j,
+            timeout=5,
+            what="the running job's start written",
+        )
+        assert job.claimed_at is not None and job.claimed_at <= job.started_at
+        waiting = [app.jobs.get(i) for i in ids if i != running]
+        assert all(j.state is S.RUNNING and j.waiting_to_start for j in waiting)
+        assert all(j.started_at is None and j.claimed_at is not None for j in waiting)
+        time.sleep(0.3)  # the prefetched ones wait measurably before their slot frees
+        release.set()
+        wait_until(lambda: all(state_of(app, i) is S.SUCCEEDED for i in ids))
+    done = sorted((app.jobs.get(i) for i in ids), key=lambda j: j.started_at or j.created_at)
+    for job in done:
+        assert job.claimed_at is not None and job.started_at is not None
+        assert job.claimed_at <= job.started_at <= (job.finished_at or job.started_at)
+    # A prefetched job started only after the running one's release: after it was claimed.
+    assert max(j.started_at - j.claimed_at for j in done).total_seconds() >= 0.25

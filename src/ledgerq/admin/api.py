@@ -211,6 +211,7 @@ def resume_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) 
 def queue_stats(deps: AdminDeps) -> dict[str, Any]:
     """Per queue: jobs per state, paused flag, latency; and totals per state."""
     counts = deps.client.store.count_jobs()
+    waiting = deps.client.store.count_waiting_to_start()
     paused = deps.controls.paused_queues()
     latency = deps.controls.queue_latency_seconds()
     per_queue: dict[str, dict[str, int]] = {name: {} for name in paused}
@@ -223,7 +224,8 @@ def queue_stats(deps: AdminDeps) -> dict[str, Any]:
             "name": name,
             "counts": per_queue[name],
             "queued": per_queue[name].get(JobState.QUEUED.value, 0),
-            "running": per_queue[name].get(JobState.RUNNING.value, 0),
+            "running": per_queue[name].get(JobState.RUNNING.value, 0) - waiting.get(name, 0),
+            "claimed": waiting.get(name, 0),
             "paused": name in paused,
             "latency_seconds": round(latency.get(name, 0.0), 3),
         }

@@ -164,7 +164,8 @@ def job_detail(job: dict[str, Any]) -> str:
         ("dedupe key", e(job["dedupe_key"])),
         ("created", e(job["created_at"])),
         ("run at", e(job["run_at"])),
-        ("started", e(job["started_at"])),
+        ("claimed", e(job.get("claimed_at"))),
+        ("started", e(job["started_at"]) if job["started_at"] else "waiting to start"),
         ("heartbeat", e(job["heartbeat_at"])),
         ("finished", e(job["finished_at"])),
     ]

@@ -76,7 +76,13 @@ class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field n
     max_attempts: int
     run_at: datetime
     created_at: datetime
-    started_at: datetime | None
+    claimed_at: datetime | None = Field(None, description="When the current attempt was claimed.")
+    started_at: datetime | None = Field(
+        description="When the current attempt's body started (null while it waits to start)."
+    )
+    waiting_to_start: bool = Field(
+        False, description="Claimed (state running) but held in a worker's prefetch."
+    )
     heartbeat_at: datetime | None
     finished_at: datetime | None
     worker_id: str | None
@@ -111,7 +117,10 @@ class QueueStats(BaseModel):
     name: str
     counts: dict[str, int]
     queued: int
-    running: int
+    running: int = Field(description="Jobs whose body runs now.")
+    claimed: int = Field(
+        0, description="Jobs a worker claimed and holds in its prefetch, not started yet."
+    )
     paused: bool
     latency_seconds: float = Field(description="Age of the oldest due queued job.")
 

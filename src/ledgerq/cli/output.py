@@ -26,7 +26,9 @@ def job_dict(job: Job) -> dict[str, Any]:
         "args": mask_value(json.loads(job.args_json)),
         "run_at": job.run_at.isoformat(),
         "created_at": job.created_at.isoformat(),
+        "claimed_at": job.claimed_at.isoformat() if job.claimed_at else None,
         "started_at": job.started_at.isoformat() if job.started_at else None,
+        "waiting_to_start": job.waiting_to_start,
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "worker_id": job.worker_id,
         "dedupe_key": job.dedupe_key,
@@ -46,7 +48,7 @@ def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
             str(job.id),
             job.task,
             job.queue,
-            job.state.value,
+            "claimed" if job.waiting_to_start else job.state.value,
             f"{job.attempt}/{job.max_attempts}",
             job.run_at.strftime("%Y-%m-%d %H:%M:%S"),
             error[:60],
@@ -54,13 +56,27 @@ def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
     return table
 
 
-def counts_table(counts: dict[tuple[str, JobState], int]) -> Table:
-    """Jobs per queue and state."""
+def counts_table(
+    counts: dict[tuple[str, JobState], int], waiting: dict[str, int] | None = None
+) -> Table:
+    """Jobs per queue and state; ``running`` counts started bodies only, ``claimed`` the
+    running jobs a worker holds in its prefetch (``waiting``, per queue)."""
+    waiting = waiting or {}
     table = Table(title="jobs per queue and state")
     table.add_column("queue")
     states = list(JobState)
     for state in states:
         table.add_column(state.value, justify="right")
+        if state is JobState.RUNNING:
+            table.add_column("claimed", justify="right")
     for queue in sorted({q for q, _ in counts}):
-        table.add_row(queue, *(str(counts.get((queue, s), 0)) for s in states))
+        cells: list[str] = []
+        for state in states:
+            count = counts.get((queue, state), 0)
+            if state is JobState.RUNNING:
+                held = waiting.get(queue, 0)
+                cells += [str(count - held), str(held)]
+            else:
+                cells.append(str(count))
+        table.add_row(queue, *cells)
     return table

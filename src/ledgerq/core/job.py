@@ -117,6 +117,8 @@ class Job:
     worker_id: str | None = None
     timeout_seconds: float | None = None
     started_at: datetime | None = None
+    """When the current attempt's body started; None while it waits in a worker's prefetch
+    (``claimed_at`` set) or has not been claimed."""
     heartbeat_at: datetime | None = None
     lease_expires_at: datetime | None = None
     finished_at: datetime | None = None
@@ -126,6 +128,13 @@ class Job:
     batch_id: int | None = None
     workflow_id: str | None = None
     """The workflow this job is a step of, if any."""
+    claimed_at: datetime | None = None
+    """When the current attempt was claimed (its lease and history begin here)."""
+
+    @property
+    def waiting_to_start(self) -> bool:
+        """Whether the job is claimed by a worker but its body has not started (prefetched)."""
+        return self.state is JobState.RUNNING and self.started_at is None
 
     @property
     def hint(self) -> JobHint:
@@ -163,6 +172,7 @@ class Job:
             expires_at=_aware_utc(get("expires_at")),
             batch_id=None if batch_id is None else int(batch_id),
             workflow_id=get("workflow_id"),
+            claimed_at=_aware_utc(get("claimed_at")),
         )
 
 

@@ -34,6 +34,9 @@ class Completion:
     """The job's batch: its final outcome may fire the batch's callbacks."""
     workflow_id: str | None = None
     """Set for a workflow step: its final outcome advances the workflow in the same write."""
+    ran_seconds: float | None = None
+    """How long the body ran (None: it never started, or not known): the job's
+    ``started_at`` is written as the outcome's time less this, unless a start mark was."""
 
 
 class JobStore(Protocol):
@@ -78,6 +81,10 @@ class JobStore(Protocol):
         """Whether ``complete_jobs`` writes each ended attempt's history row
         (``job_assignments``) itself; else the worker records starts and applied ends."""
 
+    def mark_started(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
+        """Record that the bodies of running attempts started ``ago`` seconds before now
+        (``(claim, ago)`` pairs; fenced); one bool per pair."""
+
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; fenced, one bool per claim."""
 
@@ -111,6 +118,9 @@ class JobStore(Protocol):
 
     def hints_for(self, job_ids: Sequence[int]) -> list[JobHint]:
         """Hints of those of ``job_ids`` that are ``queued`` now (to announce them)."""
+
+    def count_waiting_to_start(self) -> dict[str, int]:
+        """Per queue, ``running`` jobs whose body has not started (held in a prefetch)."""
 
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""

@@ -65,7 +65,7 @@ class PrometheusSink:
         )
         self.duration = Histogram(
             "job_duration_seconds",
-            "Seconds from claim to written outcome of one attempt.",
+            "Seconds the body of one attempt ran (from its start, not its claim).",
             ["queue", "task"],
             buckets=DURATION_BUCKETS,
             registry=registry,

@@ -109,7 +109,7 @@ class Bookkeeper:
                 del self._inflight[ctx.job_id]
             self._claimed_at.pop(ctx.job_id, None)
         if self._membership is not None:
-            self._membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.started_at)
+            self._membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.claimed_at)
 
     def record_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
         """Record completions the ledger applied (True) or refused as stale (False)."""
@@ -121,7 +121,7 @@ class Bookkeeper:
             for completion, applied in written:
                 ctx = self._inflight.get(completion.claim.job_id)
                 if ctx is not None and ctx.attempt == completion.claim.attempt:
-                    started[ctx.job_id] = ctx.job.started_at
+                    started[ctx.job_id] = ctx.job.claimed_at
                     del self._inflight[completion.claim.job_id]
                     if self._events is not None and applied:
                         self._emit_finished(ctx, completion)
@@ -139,7 +139,10 @@ class Bookkeeper:
 
     def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
         started = self._claimed_at.pop(ctx.job_id, None)
-        duration = time.monotonic() - started if started is not None else 0.0
+        # The body's own run time; from the claim only for an attempt that never started.
+        duration = completion.ran_seconds
+        if duration is None:
+            duration = time.monotonic() - started if started is not None else 0.0
         assert self._events is not None
         self._events.emit(
             JobFinished(ctx.job.queue, ctx.job.task, completion.state.value, duration)
@@ -155,7 +158,7 @@ class Bookkeeper:
                 return  # forgotten already (abandoned, then skipped by its slot)
             del self._inflight[ctx.job_id]
         if self._membership is not None:
-            self._membership.ended(ctx.claim, None, ctx.job.started_at)
+            self._membership.ended(ctx.claim, None, ctx.job.claimed_at)
 
     def put_back_unfinished(self) -> None:
         """Requeue every job still held (at shutdown), stop their handlers, and announce the
@@ -178,7 +181,7 @@ class Bookkeeper:
         if self._membership is not None:
             for ctx, ok in zip(contexts, applied, strict=True):
                 outcome = fleet.Outcome.REQUEUED if ok else None
-                self._membership.ended(ctx.claim, outcome, ctx.job.started_at)
+                self._membership.ended(ctx.claim, outcome, ctx.job.claimed_at)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
         hints = [c.job.hint for c, ok in zip(contexts, applied, strict=True) if ok]
         with contextlib.suppress(errors.TransportError):

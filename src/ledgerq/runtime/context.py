@@ -30,6 +30,8 @@ class JobContext:
     _lost: bool = False
     _stop: bool = False
     _completing: bool = False
+    started_mono: float | None = None
+    """Monotonic time at which the body started (None while the job waits to start)."""
     confirmed_at: float = 0.0
     """Monotonic time at which a claim or heartbeat that renewed this run's lease was sent:
     the lease is good until at least a lease's length after it."""

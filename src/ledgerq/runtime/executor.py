@@ -72,6 +72,7 @@ class Executor:
         may_start: Callable[[JobContext], bool] | None = None,
         on_unknown: Callable[[JobContext], Completion | None] | None = None,
         on_hung: Callable[[JobContext], None] | None = None,
+        on_started: Callable[[JobContext], None] | None = None,
     ) -> None:
         """``prefetch``: jobs held beyond the running slots, or None to follow the job
         durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
@@ -81,11 +82,13 @@ class Executor:
         ``on_unknown`` (optional) takes a job of a task the registry lacks and returns its
         outcome, or None if it put the job back; without it such a job fails (and retries).
         ``on_hung`` (optional) hears of a timed-out job whose thread could not be stopped
-        (blocked in C): only ending the process stops it (see ``Worker``)."""
+        (blocked in C): only ending the process stops it (see ``Worker``). ``on_started``
+        (optional) hears of each job whose body starts (``ctx.started_mono`` is set)."""
         self._registry = registry
         self._may_start_job = may_start
         self._on_unknown = on_unknown
         self._on_hung = on_hung
+        self._on_started = on_started
         self._admit = admit
         self._on_skipped = on_skipped
         self._codec = codec
@@ -198,7 +201,9 @@ class Executor:
                 self._release_slot(limited=_limited(run))
                 continue
             run.thread_id = threading.get_ident()
-            run.started = time.monotonic()
+            run.started = run.ctx.started_mono = time.monotonic()
+            if self._on_started is not None:
+                self._on_started(run.ctx)
             timeout = self._timeout_of(run)
             if timeout is not None and not (run.spec and run.spec.is_async):
                 run.unwound = threading.Event()
@@ -265,16 +270,20 @@ class Executor:
                 value = future.result()
             else:
                 value = self._call_sync(run, args, kwargs)
-            return outcomes.succeeded(job, self._encode_result(value))
+            ran = time.monotonic() - run.started
+            return outcomes.succeeded(job, self._encode_result(value), ran)
         except TimeoutError as exc:
+            ran = time.monotonic() - run.started
             if run.spec.is_async and timeout is not None:
-                return outcomes.failed(
-                    job, policy, "timeout", None, f"job exceeded its timeout of {timeout:g} s"
-                )
-            return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
+                message = f"job exceeded its timeout of {timeout:g} s"
+                return outcomes.failed(job, policy, "timeout", None, message, ran)
+            message = f"{type(exc).__name__}: {exc}"
+            return outcomes.failed(job, policy, "exception", exc, message, ran)
         except Exception as exc:  # user code: record it on the job, never crash the worker
+            ran = time.monotonic() - run.started
             log.info("job attempt failed", error=f"{type(exc).__name__}: {exc}")
-            return outcomes.failed(job, policy, "exception", exc, f"{type(exc).__name__}: {exc}")
+            message = f"{type(exc).__name__}: {exc}"
+            return outcomes.failed(job, policy, "exception", exc, message, ran)
 
     def _call_sync(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> Any:
         assert run.spec is not None
@@ -346,7 +355,8 @@ class Executor:
         log.warning(
             "job timed out", job_id=run.ctx.job_id, task=run.ctx.job.task, timeout_s=timeout
         )
-        self._on_complete(outcomes.failed(run.ctx.job, policy, "timeout", None, message))
+        ran = time.monotonic() - run.started
+        self._on_complete(outcomes.failed(run.ctx.job, policy, "timeout", None, message, ran))
         run.ctx.request_stop()
         threading.Thread(target=self._write_off, args=(run,), daemon=True).start()
 

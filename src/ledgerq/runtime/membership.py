@@ -99,7 +99,7 @@ class Membership:
     def started(self, job: Job) -> None:
         """Record that this worker holds ``job``'s current attempt."""
         self.recorder.add(
-            fleet.AssignmentEvent(job.id, job.attempt, self.worker_id, job.started_at)
+            fleet.AssignmentEvent(job.id, job.attempt, self.worker_id, job.claimed_at)
         )
 
     def ended(

@@ -15,19 +15,25 @@ from ledgerq.core.states import JobState
 MAX_TRACEBACK_CHARS = 8000
 
 
-def succeeded(job: Job, result_json: str | None) -> Completion:
-    """The attempt finished without error."""
+def succeeded(job: Job, result_json: str | None, ran_seconds: float | None = None) -> Completion:
+    """The attempt finished without error (its body ran ``ran_seconds``)."""
     return Completion(
         claim=_claim(job),
         state=JobState.SUCCEEDED,
         result_json=result_json,
         batch_id=job.batch_id,
         workflow_id=job.workflow_id,
+        ran_seconds=ran_seconds,
     )
 
 
 def failed(
-    job: Job, policy: RetryPolicy, kind: str, exc: BaseException | None, message: str
+    job: Job,
+    policy: RetryPolicy,
+    kind: str,
+    exc: BaseException | None,
+    message: str,
+    ran_seconds: float | None = None,
 ) -> Completion:
     """The attempt failed: retry after the policy's backoff, or ``dead`` when attempts are spent.
 
@@ -45,7 +51,11 @@ def failed(
     if job.attempt < job.max_attempts:
         delay = policy.delay_seconds(job.attempt)
         return Completion(
-            _claim(job), JobState.FAILED, error_json=error_json, retry_delay_seconds=delay
+            _claim(job),
+            JobState.FAILED,
+            error_json=error_json,
+            retry_delay_seconds=delay,
+            ran_seconds=ran_seconds,
         )
     return Completion(
         _claim(job),
@@ -53,6 +63,7 @@ def failed(
         error_json=error_json,
         batch_id=job.batch_id,
         workflow_id=job.workflow_id,
+        ran_seconds=ran_seconds,
     )
 
 

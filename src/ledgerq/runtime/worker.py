@@ -41,6 +41,7 @@ from ledgerq.runtime.membership import Membership
 from ledgerq.runtime.pacer import Pacer
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.stager import Stager
+from ledgerq.runtime.starts import StartMarks
 
 log = structlog.get_logger("ledgerq.worker")
 
@@ -144,6 +145,7 @@ class Worker:
         )
         self.stats = self._book.stats
         self._completer = Completer(store, self._book.record_written, events=events)
+        self._starts = StartMarks(store)
         self._leases = LeaseGuard(
             store,
             lease_seconds=options.lease_seconds,
@@ -161,6 +163,7 @@ class Worker:
             may_start=self._leases.may_start,
             on_unknown=deferrer.handle if deferrer is not None else None,
             on_hung=self._on_hung if options.recycle_when_hung else None,
+            on_started=self._starts.started,
         )
         policy = FetchPolicy(
             queues=options.queues,
@@ -266,6 +269,7 @@ class Worker:
         self._completer.start()
         self._executor.start()
         self._heartbeater.start()
+        self._starts.start()
         self._janitor.start()
         self._stager.start()
         if self._reconciler is not None:
@@ -307,6 +311,7 @@ class Worker:
                 waited_s=round(backlog.oldest_seconds, 1),
             )
         self._heartbeater.stop()
+        self._starts.stop()
         self._janitor.stop()
         self._executor.stop()
         if self._completer.backlog().pending == 0:

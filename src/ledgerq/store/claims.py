@@ -145,7 +145,8 @@ class SqlJobClaims(SqlJobStaging):
             "state": S.RUNNING.value,
             "attempt": jobs.c.attempt + 1,
             "worker_id": sa.bindparam("claim_worker", type_=sa.String),
-            "started_at": d.now(),
+            "claimed_at": d.now(),
+            "started_at": None,  # set once the body starts (see ``mark_started``)
             "heartbeat_at": d.now(),
             "lease_expires_at": d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
             "finished_at": None,

@@ -159,7 +159,7 @@ class FailoverMixin(SqlTransactions):
                 jobs.c.max_attempts,
                 jobs.c.queue,
                 jobs.c.worker_id,
-                jobs.c.started_at,
+                sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at).label("started_at"),
                 jobs.c.workflow_id,
             ).where(which)
         ).all()

@@ -67,6 +67,7 @@ class SqlJobStore(SqlJobClaims):
                 error=sa.bindparam("new_error"),
                 finished_at=d.now(),
                 lease_expires_at=None,
+                started_at=_real_start(d),
             )
         )
         self._retry_stmt = (
@@ -77,7 +78,13 @@ class SqlJobStore(SqlJobClaims):
                 error=sa.bindparam("new_error"),
                 run_at=d.now_plus(sa.bindparam("retry_delay", type_=sa.Float)),
                 lease_expires_at=None,
+                started_at=_real_start(d),
             )
+        )
+        self._start_stmt = (
+            sa.update(jobs)
+            .where(_fence(), jobs.c.started_at.is_(None))
+            .values(started_at=d.now_plus(-sa.bindparam("ago_s", type_=sa.Float)))
         )
         self._heartbeat_stmt = (
             sa.update(jobs)
@@ -238,6 +245,7 @@ class SqlJobStore(SqlJobClaims):
                 "new_result": c.result_json,
                 "new_error": c.error_json,
                 "retry_delay": c.retry_delay_seconds,
+                "ran_s": c.ran_seconds,
             }
             for c in completions
         ]
@@ -290,6 +298,21 @@ class SqlJobStore(SqlJobClaims):
             for p in params
         ]
 
+    def mark_started(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
+        """Record that the bodies of running attempts started ``ago`` seconds before now
+        (``(claim, ago)`` pairs); one bool per pair (fenced; a start already written stays)."""
+        return in_id_order(
+            starts, lambda s: s[0].job_id, lambda ordered: self._mark_started_sorted(ordered)
+        )
+
+    def _mark_started_sorted(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
+        params = [
+            {"claim_id": c.job_id, "claim_attempt": c.attempt, "ago_s": max(ago, 0.0)}
+            for c, ago in starts
+        ]
+        with self._begin() as conn:
+            return self.dialect.update_many(conn, self._start_stmt, params)
+
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; one bool per claim (fenced)."""
         return in_id_order(
@@ -328,6 +351,14 @@ class SqlJobStore(SqlJobClaims):
             )
             self.dialect.notify(conn, set(queues.scalars()))
         return applied
+
+
+def _real_start(d: Any) -> sa.ColumnElement[Any]:
+    """An attempt's body start as its outcome is written: a start mark's, else now less how
+    long the body ran (``ran_s``), else (not known) the claim's time."""
+    ran = sa.bindparam("ran_s", type_=sa.Float)
+    body_start = sa.case((ran.is_(None), None), else_=d.now_plus(-ran))
+    return sa.func.coalesce(jobs.c.started_at, body_start, jobs.c.claimed_at)
 
 
 def _claim_id(claim: Claim) -> int:

@@ -103,6 +103,17 @@ class SqlJobOperations(SqlTransactions):
         with self._read() as conn:
             conn.execute(sa.select(jobs.c.id).where(sa.false())).all()
 
+    def count_waiting_to_start(self) -> dict[str, int]:
+        """Per queue, ``running`` jobs whose body has not started (held in a prefetch)."""
+        stmt = (
+            sa.select(jobs.c.queue, sa.func.count())
+            .where(jobs.c.state == JobState.RUNNING.value, jobs.c.started_at.is_(None))
+            .group_by(jobs.c.queue)
+        )
+        with self._read() as conn:
+            rows: Sequence[Any] = conn.execute(stmt).all()
+            return {str(q): int(n) for q, n in rows}
+
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""
         stmt = sa.select(jobs.c.queue, jobs.c.state, sa.func.count()).group_by(

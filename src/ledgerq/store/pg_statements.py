@@ -90,7 +90,8 @@ _HISTORY_OF_DONE = (
     " history AS (INSERT INTO job_assignments"
     " (job_id, attempt, worker_id, started_at, ended_at, outcome)"
     " SELECT done.id, done.attempt, coalesce(done.worker_id, '(no worker)'),"
-    " coalesce(done.started_at, clock_timestamp()), clock_timestamp(), done.state FROM done"
+    " coalesce(done.claimed_at, done.started_at, clock_timestamp()), clock_timestamp(),"
+    " done.state FROM done"
     " ON CONFLICT (job_id, attempt) DO UPDATE"
     " SET ended_at = excluded.ended_at, outcome = excluded.outcome"
     " WHERE job_assignments.ended_at IS NULL)"
@@ -101,7 +102,7 @@ COMPLETE_GROUP = sa.text(
     + _locked_in_id_order(
         "CAST(:ids AS bigint[]) AS ids, CAST(:states AS text[]) AS states,"
         " CAST(:results AS text[]) AS results, CAST(:errors AS text[]) AS errors,"
-        " CAST(:delays AS float8[]) AS delays"
+        " CAST(:delays AS float8[]) AS delays, CAST(:rans AS float8[]) AS rans"
     )
     + ", done AS (UPDATE jobs SET state = "
     + _entry_of("states")
@@ -114,17 +115,21 @@ COMPLETE_GROUP = sa.text(
     " run_at = CASE WHEN " + _entry_of("states") + " = 'failed'"
     " THEN clock_timestamp() + make_interval(secs => " + _entry_of("delays") + ")"
     " ELSE jobs.run_at END,"
-    " lease_expires_at = NULL"
+    " lease_expires_at = NULL,"
+    # The body's real start, from how long it ran, unless a start mark wrote it already.
+    " started_at = coalesce(jobs.started_at,"
+    " clock_timestamp() - make_interval(secs => "
+    + _entry_of("rans")
+    + "), jobs.claimed_at)"
     + _RUNNING_LOCKED
-    + " RETURNING jobs.id, jobs.attempt, jobs.state, jobs.worker_id, jobs.started_at),"
-    + _HISTORY_OF_DONE
-    + " SELECT done.id, done.attempt FROM done"
+    + " RETURNING jobs.id, jobs.attempt, jobs.state, jobs.worker_id, jobs.claimed_at,"
+    " jobs.started_at)," + _HISTORY_OF_DONE + " SELECT done.id, done.attempt FROM done"
 )
 
 # Writes the history rows of attempts whose outcomes were written by other statements in the
 # same transaction (batch members and workflow steps), reading worker and start from the jobs.
 END_ASSIGNMENTS = sa.text(
-    "WITH done AS (SELECT v.id, v.attempt, v.state, j.worker_id, j.started_at"
+    "WITH done AS (SELECT v.id, v.attempt, v.state, j.worker_id, j.claimed_at, j.started_at"
     " FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS int[]), CAST(:outcomes AS text[]))"
     " AS v(id, attempt, state) JOIN jobs AS j ON j.id = v.id),"
     + _HISTORY_OF_DONE
@@ -149,7 +154,7 @@ HEARTBEAT_GROUP = sa.text(
 CLAIM_HINTED = sa.text(
     "WITH claimed AS ("
     "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker_id = :worker,"
-    " started_at = clock_timestamp(), heartbeat_at = clock_timestamp(),"
+    " claimed_at = clock_timestamp(), started_at = NULL, heartbeat_at = clock_timestamp(),"
     " lease_expires_at = clock_timestamp() + make_interval(secs => CAST(:lease AS float8)),"
     " finished_at = NULL"
     " WHERE jobs.id IN (SELECT j.id FROM jobs AS j WHERE j.id = ANY(CAST(:ids AS bigint[]))"
@@ -191,6 +196,11 @@ def float_array(values: Iterable[float]) -> str:
     return "{" + ",".join([repr(float(v)) for v in values]) + "}"
 
 
+def float_or_null_array(values: Iterable[float | None]) -> str:
+    """A PostgreSQL array literal of floats and NULLs (cast in the statement)."""
+    return "{" + ",".join(["NULL" if v is None else repr(float(v)) for v in values]) + "}"
+
+
 def text_array(values: Iterable[str | None]) -> str:
     """A PostgreSQL array literal of texts and NULLs (cast in the statement)."""
     return "{" + ",".join([_quoted(v) for v in values]) + "}"
@@ -210,6 +220,7 @@ def complete_group_values(params: Sequence[dict[str, Any]]) -> dict[str, str]:
         "results": text_array(p["new_result"] for p in params),
         "errors": text_array(p["new_error"] for p in params),
         "delays": float_array(p["retry_delay"] for p in params),
+        "rans": float_or_null_array(p["ran_s"] for p in params),
     }
 
 

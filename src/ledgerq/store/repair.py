@@ -47,7 +47,7 @@ class SqlLedgerRepair(SqlTransactions):
         cutoff = self.dialect.now_plus(sa.literal(-float(stuck_after_seconds), sa.Float))
         return sa.and_(
             jobs.c.state == S.RUNNING.value,
-            sa.func.coalesce(jobs.c.heartbeat_at, jobs.c.started_at, jobs.c.run_at) < cutoff,
+            sa.func.coalesce(jobs.c.heartbeat_at, jobs.c.claimed_at, jobs.c.run_at) < cutoff,
             sa.or_(jobs.c.progress_at.is_(None), jobs.c.progress_at < cutoff),
         )
 
@@ -84,7 +84,7 @@ class SqlLedgerRepair(SqlTransactions):
                 jobs.c.queue,
                 jobs.c.priority,
                 jobs.c.worker_id,
-                jobs.c.started_at,
+                sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at),
             )
             .where(stale)
             .order_by(jobs.c.id)

@@ -49,7 +49,7 @@ jobs = sa.Table(
     sa.Column("timeout_seconds", sa.Float, nullable=True),
     sa.Column("worker_id", sa.String(128), nullable=True),
     sa.Column("created_at", Timestamp, nullable=False),
-    sa.Column("started_at", Timestamp, nullable=True),
+    sa.Column("started_at", Timestamp, nullable=True),  # the body's start (NULL: waiting)
     sa.Column("heartbeat_at", Timestamp, nullable=True),
     sa.Column("lease_expires_at", Timestamp, nullable=True),
     sa.Column("progress_at", Timestamp, nullable=True),
@@ -59,6 +59,7 @@ jobs = sa.Table(
     sa.Column("parent_id", JobId, nullable=True),
     sa.Column("workflow_id", sa.String(64), nullable=True),
     sa.Column("expires_at", Timestamp, nullable=True),
+    sa.Column("claimed_at", Timestamp, nullable=True),  # the current attempt's claim
     # Sparse where the dialect allows: most jobs have no dedupe key (migration 0009).
     sa.Index(
         "ix_jobs_dedupe_active",

@@ -35,14 +35,19 @@ def group() -> None:
 @pass_cli
 def stats(cli: CliContext) -> int:
     """Jobs per queue and state."""
-    counts = cli.app().client.store.count_jobs()
+    store = cli.app().client.store
+    counts = store.count_jobs()
+    waiting = store.count_waiting_to_start()
     if cli.as_json:
         out: dict[str, dict[str, int]] = {}
         for (queue, state), n in counts.items():
             out.setdefault(queue, {})[state.value] = n
+        for queue, n in waiting.items():
+            # ``running`` counts every claimed job; ``claimed`` those not started yet.
+            out.setdefault(queue, {})["claimed"] = n
         cli.emit_json(out)
     else:
-        cli.console.print(counts_table(counts))
+        cli.console.print(counts_table(counts, waiting))
     return 0
 
 
