@@ -138,6 +138,9 @@ class Forwarder:
             raise
         self.port = int(self._server.sockets[0].getsockname()[1])
         self.connections = 0
+        #: Local ports of the relayed connections to ``target``: the service sees its clients
+        #: as these (PostgreSQL's ``pg_stat_activity.client_port``).
+        self.upstream_ports: set[int] = set()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -149,7 +152,10 @@ class Forwarder:
             self._writers.discard(writer)
             return
         self._writers.add(up_writer)
+        up_port = int(up_writer.get_extra_info("sockname")[1])
+        self.upstream_ports.add(up_port)
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        self.upstream_ports.discard(up_port)
         self._writers.discard(writer)
         self._writers.discard(up_writer)
 
