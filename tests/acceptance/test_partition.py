@@ -2,12 +2,13 @@
 
 One worker runs in a network namespace of its own and reaches PostgreSQL only through a TCP
 forwarder on its veth link (``tests/acceptance/netns.py``); a second worker runs normally on
-loopback. The test takes the link down (packets dropped, connections not reset) for longer
-than the TTL while the isolated worker executes one job with three more prefetched, then
-brings it back. The fleet must move the isolated worker's jobs on within TTL + one check
-interval + 1 s of the cut; after the heal none of its writes may be accepted, only the job it
-was executing may have run twice (never a prefetched one), and it must rejoin the fleet and
-take new work.
+loopback. The test takes the link down (packets dropped, connections not reset) for longer than
+the TTL while the isolated worker executes one job with three more prefetched, then brings it
+back. The fleet must move the isolated worker's jobs on within TTL + one check interval + 1 s of
+the cut (max(TTL, 5 s) + check + 1 s if the cut left one of its transactions open: the server
+holds its locks until the idle-in-transaction timeout); after the heal none of its writes may be
+accepted, only the job it was executing may have run twice (never a prefetched one), and it must
+rejoin the fleet and take new work.
 
 Needs root (``ip netns``); skipped otherwise. Short fleet timings as in ``test_failover.py``.
 """
