@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,19 +163,31 @@ class Procs:
         self._procs: list[Proc] = []
 
     def worker(
-        self, url: str, *args: str, env: dict[str, str] | None = None, app: str = APP_REF
+        self,
+        url: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        app: str = APP_REF,
+        prefix: Sequence[str] = (),
     ) -> Proc:
         """Start ``ledgerq --app APP worker start ARGS`` on ``url`` (effects_app by default)."""
-        return self.start(url, "worker", "start", *args, env=env, app=app)
+        return self.start(url, "worker", "start", *args, env=env, app=app, prefix=prefix)
 
     def start(
-        self, url: str | None, *args: str, env: dict[str, str] | None = None, app: str = APP_REF
+        self,
+        url: str | None,
+        *args: str,
+        env: dict[str, str] | None = None,
+        app: str = APP_REF,
+        prefix: Sequence[str] = (),
     ) -> Proc:
-        """Start ``ledgerq --app APP ARGS`` in the background (effects_app by default)."""
+        """Start ``ledgerq --app APP ARGS`` in the background (effects_app by default).
+        ``prefix`` goes before the command, e.g. ``ip netns exec NAME``: it must ``exec`` the
+        command, so that signals sent to the process reach ``ledgerq`` itself."""
         log_path = self._dir / f"proc-{len(self._procs)}-{args[0]}.stderr"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
-                [*CLI, "--app", app, *args],
+                [*prefix, *CLI, "--app", app, *args],
                 cwd=REPO_ROOT,
                 env=cli_env(url, env),
                 stdin=subprocess.DEVNULL,
