@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from ledgerq.runtime import pacer as pacer_module
 from ledgerq.runtime.pacer import MAX_DELAY_SECONDS, Pacer
 
 
@@ -28,3 +31,15 @@ def test_rate_is_measured_over_the_window() -> None:
     pacer.sample(0)
     assert pacer.sample(0) == 0.0
     assert pacer.sample(50) > 0
+
+
+def test_rate_counts_from_the_start_of_the_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(pacer_module.time, "monotonic", lambda: clock[0])
+    pacer = Pacer(window_seconds=60)
+    pacer.sample(500)  # an earlier backlog's jobs, then idle until 110
+    clock[0] = 112.0
+    assert pacer.sample(700, backlog_since=110.0) == 100.0  # 200 jobs in the 2 s since 110
+    clock[0] = 114.0
+    assert pacer.sample(900, backlog_since=110.0) == 100.0  # a count, not a sliding rate
+    assert pacer.sample(900) == 400 / 14  # no backlog: over the window
