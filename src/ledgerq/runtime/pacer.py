@@ -49,12 +49,16 @@ class Pacer:
         return self.rate
 
     def adjust(self, peers_rate: float | None) -> float:
-        """Steer the delay from the peers' mean rate (None: alone); return the new delay."""
+        """Steer the delay from the peers' mean rate (None: alone); return the new delay.
+
+        The delay is proportional to the lead (2 ms per 2 % ahead, at most
+        ``MAX_DELAY_SECONDS``) and drops to zero as soon as the lead is within the tolerance.
+        A lead the brake does not win back grows in jobs, so the brake grows with it; a brake
+        that outlived the lead (a delay grown per heartbeat and halved per heartbeat after)
+        let the slower workers overshoot at the end of a drain."""
         if peers_rate is None or peers_rate <= 0 or self.rate <= peers_rate * (1 + TOLERANCE):
-            self.delay_seconds = self.delay_seconds / 2
-            if self.delay_seconds < _MIN_DELAY_SECONDS:
-                self.delay_seconds = 0.0
+            self.delay_seconds = 0.0
         else:
-            grown = max(self.delay_seconds * 1.5, _MIN_DELAY_SECONDS)
-            self.delay_seconds = min(grown, MAX_DELAY_SECONDS)
+            lead = self.rate / peers_rate - 1
+            self.delay_seconds = min(_MIN_DELAY_SECONDS * lead / TOLERANCE, MAX_DELAY_SECONDS)
         return self.delay_seconds
