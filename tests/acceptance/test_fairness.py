@@ -1,5 +1,6 @@
-"""Fair sharing: three workers on one queue over 30,000 jobs each take a share within 5 % of
-the mean, every job exactly once."""
+"""Fair sharing: three workers on one queue over 30,000 no-op jobs each take a share within 5 %
+of the mean, every job exactly once. With no-op jobs the whole drain lasts a few seconds, so a
+worker that falls behind early must win its share back in jobs (see docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,6 @@ pytestmark = pytest.mark.timeout(600)
 
 Make = Callable[[str], Ledger]
 JOBS = 30_000
-#: Each job waits 2 ms, a short I/O-bound job. With pure no-ops the whole run lasts about 4 s,
-#: shorter than the pacer needs to even out an early stall of one worker (see docs/architecture.md).
-JOB_SECONDS = 0.002
 
 
 def test_three_workers_share_30000_jobs_within_5_percent(ledger: Make, procs: Procs) -> None:
@@ -32,7 +30,7 @@ def test_three_workers_share_30000_jobs_within_5_percent(ledger: Make, procs: Pr
         workers = [procs.worker(db.url, "--concurrency", "8", env=FLEET_ENV) for _ in range(3)]
         wait_until(lambda: len(fleet.active()) == 3, timeout=30, what="three workers")
         for start in range(0, JOBS, 5000):
-            db.effects.noop.enqueue_many([(n, JOB_SECONDS) for n in range(start, start + 5000)])
+            db.effects.noop.enqueue_many([(n,) for n in range(start, start + 5000)])
         timeline: list[str] = []  # jobs processed per worker over time, to explain a failure
 
         def all_done() -> bool:
@@ -54,6 +52,7 @@ def test_three_workers_share_30000_jobs_within_5_percent(ledger: Make, procs: Pr
         mean = statistics.mean(shares.values())
         spread = max(abs(n - mean) / mean for n in shares.values())
         print(f"\nshares of {JOBS} jobs: {sorted(shares.values())}, max spread {spread:.2%}")
+        print("timeline:", " ".join(timeline))
         warnings = [line for w in workers for line in w.log().splitlines() if "warning" in line]
         assert len(shares) == 3 and spread <= 0.05, (shares, timeline, warnings[-20:])
     finally:

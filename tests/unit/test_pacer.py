@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
+
+from ledgerq.runtime import pacer as pacer_module
 from ledgerq.runtime.pacer import MAX_DELAY_SECONDS, Pacer
 
 
-def test_delay_grows_while_ahead_and_decays_when_not() -> None:
+def test_delay_follows_the_lead_and_ends_with_it() -> None:
     pacer = Pacer(window_seconds=10)
-    pacer.rate = 120.0
-    delays = [pacer.adjust(100.0) for _ in range(30)]
+    delays = []
+    for rate in (103.0, 110.0, 150.0, 1000.0):
+        pacer.rate = rate
+        delays.append(pacer.adjust(100.0))
     assert delays[0] > 0 and delays == sorted(delays) and delays[-1] == MAX_DELAY_SECONDS
-    pacer.rate = 100.0  # within the tolerance: back off the brake
-    for _ in range(30):
-        pacer.adjust(100.0)
-    assert pacer.delay_seconds == 0.0
+    pacer.rate = 101.0  # within the tolerance: no brake at all
+    assert pacer.adjust(100.0) == 0.0
 
 
 def test_alone_or_idle_peers_never_slow_a_worker() -> None:
@@ -28,3 +31,15 @@ def test_rate_is_measured_over_the_window() -> None:
     pacer.sample(0)
     assert pacer.sample(0) == 0.0
     assert pacer.sample(50) > 0
+
+
+def test_rate_counts_from_the_start_of_the_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(pacer_module.time, "monotonic", lambda: clock[0])
+    pacer = Pacer(window_seconds=60)
+    pacer.sample(500)  # an earlier backlog's jobs, then idle until 110
+    clock[0] = 112.0
+    assert pacer.sample(700, backlog_since=110.0) == 100.0  # 200 jobs in the 2 s since 110
+    clock[0] = 114.0
+    assert pacer.sample(900, backlog_since=110.0) == 100.0  # a count, not a sliding rate
+    assert pacer.sample(900) == 400 / 14  # no backlog: over the window

@@ -94,6 +94,9 @@ class Fetcher:
         #: Seconds to wait per slot's worth of jobs claimed, before each claim while there is a
         #: backlog (fair sharing).
         self.pace_seconds = 0.0
+        #: Monotonic time of the first full claim since the last claim that found nothing: when
+        #: the current backlog began (None: no backlog). Fair sharing counts from there.
+        self.backlog_since: float | None = None
         self._last_batch = 0
         self.thread = threading.Thread(target=self.run, name="ledgerq-fetcher", daemon=True)
 
@@ -131,6 +134,7 @@ class Fetcher:
                     if outcome is not None:
                         backoff = 0.1
                         backlog = outcome
+                        self._track_backlog(full=outcome, empty=False)
                         continue
                 claimed, asked = self._fetch_once()
                 if self._rechecks:  # this claim by query served the rechecks now due
@@ -138,6 +142,7 @@ class Fetcher:
                     self._rechecks = [at for at in self._rechecks if at > now]
                 backoff = 0.1
                 backlog = asked > 0 and claimed == asked
+                self._track_backlog(full=backlog, empty=asked > 0 and claimed == 0)
                 # Hints ran dry while the ledger still had a full batch (ids lost in Redis or
                 # never sent): keep claiming by query until the backlog is gone.
                 self._by_query = (hinted or self._by_query) and backlog
@@ -148,6 +153,12 @@ class Fetcher:
                 continue
             if claimed == 0 and asked > 0 and self._found_nothing(hinted):
                 return
+
+    def _track_backlog(self, *, full: bool, empty: bool) -> None:
+        if full and self.backlog_since is None:
+            self.backlog_since = time.monotonic()
+        elif empty:
+            self.backlog_since = None
 
     def _holding_back(self) -> bool:
         """Whether finished jobs' outcomes have waited too long to be written to claim more

@@ -1,7 +1,14 @@
 """Pacer: fair sharing between workers of the same queues. Each worker reports how many jobs
-it finished per second over a recent window; a worker running ahead of its peers' mean waits
-a little before each claim while there is a backlog (the fetcher scales the delay by its last
-batch), so the slower ones catch up. Without a backlog, or alone, it never waits."""
+it finished since the current backlog began, per second (over at most a recent window); a
+worker running ahead of its peers' mean waits a little before each claim while there is a
+backlog (the fetcher scales the delay by its last batch), so the slower ones catch up. Without
+a backlog, or alone, it never waits.
+
+Measured from the start of the backlog, the rate is the count since then over the same elapsed
+time for every worker (they see a backlog within a poll of each other), so peers steer on
+counts: a worker that stalled early stays behind in the mean until it caught up in jobs, and
+the others stay braked until then. A rate over a sliding window forgot such a stall once the
+window had slid past it, and the worker stayed behind for good."""
 
 from __future__ import annotations
 
@@ -24,23 +31,34 @@ class Pacer:
         self.delay_seconds = 0.0
         self.rate = 0.0
 
-    def sample(self, processed: int) -> float:
-        """Record the running total of finished jobs; return the rate over the window."""
+    def sample(self, processed: int, backlog_since: float | None = None) -> float:
+        """Record the running total of finished jobs; return the rate since the backlog began
+        (``backlog_since``, monotonic) or, with none or one older than the window, over the
+        window."""
         now = time.monotonic()
         self._samples.append((now, processed))
         while len(self._samples) > 2 and self._samples[1][0] < now - self._window:
             self._samples.popleft()
         first_at, first = self._samples[0]
+        if backlog_since is not None and first_at <= backlog_since < now:
+            # The count at the last sample before the backlog began: the worker was idle
+            # (or between backlogs) since then, so it is the count when the backlog began.
+            first = next(n for at, n in reversed(self._samples) if at <= backlog_since)
+            first_at = backlog_since
         self.rate = (processed - first) / (now - first_at) if now > first_at else 0.0
         return self.rate
 
     def adjust(self, peers_rate: float | None) -> float:
-        """Steer the delay from the peers' mean rate (None: alone); return the new delay."""
+        """Steer the delay from the peers' mean rate (None: alone); return the new delay.
+
+        The delay is proportional to the lead (2 ms per 2 % ahead, at most
+        ``MAX_DELAY_SECONDS``) and drops to zero as soon as the lead is within the tolerance.
+        A lead the brake does not win back grows in jobs, so the brake grows with it; a brake
+        that outlived the lead (a delay grown per heartbeat and halved per heartbeat after)
+        let the slower workers overshoot at the end of a drain."""
         if peers_rate is None or peers_rate <= 0 or self.rate <= peers_rate * (1 + TOLERANCE):
-            self.delay_seconds = self.delay_seconds / 2
-            if self.delay_seconds < _MIN_DELAY_SECONDS:
-                self.delay_seconds = 0.0
+            self.delay_seconds = 0.0
         else:
-            grown = max(self.delay_seconds * 1.5, _MIN_DELAY_SECONDS)
-            self.delay_seconds = min(grown, MAX_DELAY_SECONDS)
+            lead = self.rate / peers_rate - 1
+            self.delay_seconds = min(_MIN_DELAY_SECONDS * lead / TOLERANCE, MAX_DELAY_SECONDS)
         return self.delay_seconds

@@ -356,7 +356,7 @@ class Worker:
         """What the heartbeat reports: jobs in flight and done, age of the last fetch."""
         in_flight = self._book.count_held()
         done = sum(self.stats.outcomes.values())
-        rate = self._pacer.sample(done)
+        rate = self._pacer.sample(done, self._fetcher.backlog_since)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
 
     def lease_confirmed(self, sent_at: float) -> None:
