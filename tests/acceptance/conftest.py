@@ -8,6 +8,7 @@ database is dropped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -193,6 +194,7 @@ class Procs:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
+                start_new_session=True,  # its own process group: kill_all ends its children
             )
         proc = Proc(popen, log_path)
         self._procs.append(proc)
@@ -220,9 +222,10 @@ class Procs:
         )
 
     def kill_all(self) -> None:
+        """SIGKILL every process started here and its process group (a manager's children)."""
         for proc in self._procs:
-            if proc.popen.poll() is None:
-                proc.popen.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, signal.SIGKILL)
             proc.popen.wait()
 
 

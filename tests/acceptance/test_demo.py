@@ -4,12 +4,15 @@ succeeded on a retry; bad options and Ctrl-C end with a clear message, never a t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +131,12 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_job_running(tmp_path: Path) -> N
         text=True,
     )
     try:
-        _wait_for_workers(database, demo)
-        demo.send_signal(signal.SIGINT)
+        # Hold SQLite's write lock from the end of the enqueue until Ctrl-C is sent, so no
+        # worker can claim before it: the run cannot finish before the signal lands, however
+        # late this process gets the CPU (the demo once finished all 20,000 jobs first).
+        with _write_lock_after_enqueue(database, demo, 20000):
+            _wait_for_workers(database, demo)
+            demo.send_signal(signal.SIGINT)
         out, err = demo.communicate(timeout=60)
     finally:
         if demo.poll() is None:
@@ -150,6 +157,38 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_job_running(tmp_path: Path) -> N
     assert states.get(JobState.RUNNING, 0) == 0
     assert sum(states.values()) == 20000
     assert states.get(JobState.SUCCEEDED, 0) < 20000
+
+
+@contextlib.contextmanager
+def _write_lock_after_enqueue(
+    database: Path, demo: subprocess.Popen[str], jobs: int
+) -> Iterator[None]:
+    """Wait (with a deadline) until the demo's ``jobs`` are committed, then hold the ledger's
+    write lock (``BEGIN IMMEDIATE``) for the block."""
+    deadline = time.monotonic() + 120
+    while not database.exists():  # never create the demo's file ourselves
+        assert demo.poll() is None, demo.communicate()
+        assert time.monotonic() < deadline, "the demo did not create its ledger in 120 s"
+        time.sleep(0.02)
+    connection = sqlite3.connect(database, timeout=60, isolation_level=None)
+    try:
+        while True:
+            assert demo.poll() is None, demo.communicate()
+            assert time.monotonic() < deadline, "the demo did not enqueue its jobs in 120 s"
+            try:
+                count = connection.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            except sqlite3.OperationalError:
+                count = 0  # no table yet
+            if count >= jobs:
+                break
+            time.sleep(0.02)
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            connection.execute("ROLLBACK")
+    finally:
+        connection.close()
 
 
 def _wait_for_workers(database: Path, demo: subprocess.Popen[str]) -> None:

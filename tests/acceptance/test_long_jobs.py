@@ -46,8 +46,9 @@ def test_long_jobs_finish_in_about_one_job_time(
     jobs: int,
 ) -> None:
     db = ledger("postgresql")
+    managed = ("--processes", str(processes)) if processes > 1 else ()
     for _ in range(workers):
-        procs.worker(db.url, "--concurrency", str(concurrency), "--processes", str(processes))
+        procs.worker(db.url, "--concurrency", str(concurrency), *managed)
     wait_until(
         lambda: active_workers(db.url) == processes * workers,
         timeout=60,

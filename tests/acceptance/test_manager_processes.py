@@ -199,3 +199,42 @@ def test_a_child_the_manager_sees_crash_is_failed_over_at_once(ledger: Make, pro
         print(f"manager-seen crash: jobs back after {took:.2f} s")
     finally:
         fleet.close()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_children_of_a_killed_manager_stop_and_put_their_jobs_back(
+    ledger: Make, procs: Procs
+) -> None:
+    """A manager killed with SIGKILL cannot stop its children; they notice they were orphaned
+    and stop gracefully, putting back what they held (before, they ran on unsupervised)."""
+    db = ledger("postgresql")
+    fleet = Fleet(db.url)
+    try:
+        manager = procs.worker(
+            db.url, "--processes", "2", "--concurrency", "1", "--grace", "1", env=FLEET_ENV
+        )
+        wait_until(lambda: len(fleet.active()) == 2, timeout=30, what="two children registered")
+        kids = children(manager.pid)
+        ids = [db.effects.yielding.enqueue(f"y{i}", 60.0).job_id for i in range(2)]
+        wait_until(
+            lambda: all(db.jobs()[i].state == "running" for i in ids), timeout=30, what="running"
+        )
+        manager.popen.kill()
+        manager.popen.wait()
+        wait_until(
+            lambda: not any(pid_alive(pid) for pid in kids),
+            timeout=15,
+            what="the orphaned children stopped",
+        )
+        assert {db.jobs()[i].state for i in ids} == {"queued"}
+        assert fleet.active() == {}
+    finally:
+        fleet.close()

@@ -9,6 +9,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -170,6 +172,8 @@ def start(
         recycle_when_hung=True,
     )
     _install_signal_handlers(worker)
+    if managed:
+        _stop_when_orphaned(worker)
     exporter = None
     if hub is not None and health_port is not None:
         hub.watch_transport(worker.transport_fallback_active)
@@ -340,6 +344,27 @@ def _install_signal_handlers(worker: Worker) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+#: How often a manager's child checks that its manager is still its parent.
+ORPHAN_CHECK_SECONDS = 0.5
+
+
+def _stop_when_orphaned(worker: Worker) -> None:
+    """A manager's child stops gracefully once its manager is gone (killed with SIGKILL, it
+    could not stop its children, which would otherwise run on unsupervised: the kernel then
+    makes another process their parent)."""
+    manager = os.getppid()
+
+    def watch() -> None:
+        while not worker.stop_requested:
+            if os.getppid() != manager:
+                log.warning("the manager is gone; stopping", manager_pid=manager)
+                worker.request_stop()
+                return
+            time.sleep(ORPHAN_CHECK_SECONDS)
+
+    threading.Thread(target=watch, name="ledgerq-orphan-watch", daemon=True).start()
 
 
 def start_scheduler(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
