@@ -60,7 +60,12 @@ def start_worker(procs: Procs, db: Ledger, *args: str) -> Proc:
 def job_row(db: Ledger, job_id: int) -> sa.Row[tuple[object, ...]]:
     with db.engine.connect() as conn:
         stmt = sa.select(
-            jobs.c.state, jobs.c.attempt, jobs.c.worker_id, jobs.c.started_at, jobs.c.result
+            jobs.c.state,
+            jobs.c.attempt,
+            jobs.c.worker_id,
+            jobs.c.claimed_at,
+            jobs.c.started_at,
+            jobs.c.result,
         ).where(jobs.c.id == job_id)
         return conn.execute(stmt).one()
 
@@ -102,7 +107,7 @@ def test_sigkill_mid_job_fails_over_within_ttl_plus_check(ledger: Make, procs: P
                 what=f"cycle {cycle}: the job running again",
             )
             assert row.attempt == 2 and row.worker_id != holder
-            delays.append((row.started_at.replace(tzinfo=UTC) - killed_at).total_seconds())
+            delays.append((row.claimed_at.replace(tzinfo=UTC) - killed_at).total_seconds())
             wait_until(lambda: len(fleet.active()) == 2, timeout=30, what="the pool refilled")
             # The rerun finishes (and its history is written) before the next kill, so every
             # victim holds exactly one job: the one in its first, 60 s attempt.

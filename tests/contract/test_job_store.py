@@ -120,7 +120,7 @@ def test_failed_attempt_waits_for_its_backoff_then_is_staged(store: SqlJobStore)
     )
     assert store.complete_jobs([failure]) == [True]
     failed = store.get_job(job_id_claim.job_id)
-    assert failed.state is S.FAILED and failed.run_at > job.started_at  # type: ignore[operator]
+    assert failed.state is S.FAILED and failed.run_at > job.claimed_at  # type: ignore[operator]
     assert store.stage_due_jobs() == []
     wait_until(lambda: len(store.stage_due_jobs()) == 1, timeout=5)
     again = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)

@@ -111,14 +111,14 @@ def test_stuck_jobs_go_back_fenced_and_spent_ones_die(
     claims = {
         j.id: j for j in store.claim_jobs(queues=["q"], worker_id="w", limit=3, lease_seconds=30)
     }
-    age(engine, silent, heartbeat_at=120, started_at=120)
-    age(engine, spent, heartbeat_at=120, started_at=120)
-    age(engine, alive, heartbeat_at=120, started_at=120, progress_at=1)  # still progressing
+    age(engine, silent, heartbeat_at=120, claimed_at=120)
+    age(engine, spent, heartbeat_at=120, claimed_at=120)
+    age(engine, alive, heartbeat_at=120, claimed_at=120, progress_at=1)  # still progressing
     reset = repair.reset_stuck_jobs(stuck_after_seconds=60, limit=100)
     assert reset.requeued == [JobHint(silent, "q", 0)]
     assert reset.dead == [spent]
     back, dead = store.get_job(silent), store.get_job(spent)
-    began = {silent: back.started_at, spent: dead.started_at}
+    began = {silent: back.claimed_at, spent: dead.claimed_at}
     assert back.state is S.QUEUED and back.attempt == 1 and back.worker_id is None
     assert dead.state is S.DEAD and '"stuck"' in (dead.error_json or "")
     # The lost owner's late completion is refused; the job runs again with a new attempt.

@@ -133,7 +133,7 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     js.claim_jobs(queues=["q"], worker_id="alive", limit=1, lease_seconds=60)
     # The last attempt's start never reached the history (as where completions write it).
     ws.record_assignments(
-        [fleet.AssignmentEvent(j.id, j.attempt, "dying", j.started_at) for j in held[:2]]
+        [fleet.AssignmentEvent(j.id, j.attempt, "dying", j.claimed_at) for j in held[:2]]
     )
     # Nothing is stale yet.
     assert ws.fail_over_workers(ttl_seconds=30, detected_by="test") == []
@@ -163,7 +163,7 @@ def test_failover_requeues_a_stale_workers_jobs_fenced_and_records_the_event(
     # Each row keeps its holder and the claim's start, recorded before or not.
     for job in held:
         row = history[(job.id, 1)]
-        assert row["worker_id"] == "dying" and as_utc(row["started_at"]) == job.started_at
+        assert row["worker_id"] == "dying" and as_utc(row["started_at"]) == job.claimed_at
     (row,) = ws.list_failover_events()
     assert ws.count_failover_events() == 1
     assert row["worker_id"] == "dying" and row["jobs_requeued"] == 2 and row["jobs_dead"] == 1
@@ -309,7 +309,7 @@ def test_health_checks_assignments_and_cleanup(stores: tuple[SqlJobStore, SqlFle
 
     ids = [r.job_id for r in js.insert_jobs([new(), new(), new()])]
     claimed = js.claim_jobs(queues=["q"], worker_id="w", limit=3, lease_seconds=60)
-    starts = [fleet.AssignmentEvent(j.id, j.attempt, "w", j.started_at) for j in claimed]
+    starts = [fleet.AssignmentEvent(j.id, j.attempt, "w", j.claimed_at) for j in claimed]
     # A start and its end may arrive in the same batch, or in separate ones.
     ws.record_assignments(
         [*starts[:2], fleet.AssignmentEvent(ids[0], 1, "w", None, fleet.Outcome.SUCCEEDED)]

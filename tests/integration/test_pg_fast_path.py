@@ -139,6 +139,7 @@ def test_completions_and_heartbeats_read_by_primary_key_even_with_stale_statisti
             "new_result": "1",
             "new_error": None,
             "retry_delay": 0.0,
+            "ran_s": 0.001,
         }
         for job in running
     ]
@@ -179,7 +180,7 @@ def test_an_attempts_history_row_is_written_once_by_the_statement_that_ends_it(
     hinted = store.claim_jobs(
         queues=["q"], worker_id="w", limit=5, lease_seconds=30, job_ids=ids[1:]
     )
-    started = {job.id: job.started_at for job in [*by_query, *hinted]}
+    started = {job.id: job.claimed_at for job in [*by_query, *hinted]}
     assert sorted(started) == ids and _history(store) == {}
     done = [
         Completion(Claim(ids[0], 1), JobState.SUCCEEDED, result_json="1"),
@@ -208,7 +209,7 @@ def test_a_completion_closes_a_row_an_earlier_release_opened_at_its_claim(
     with store.engine.begin() as conn:
         conn.execute(
             sa.insert(job_assignments).values(
-                job_id=job_id, attempt=1, worker_id="old", started_at=job.started_at
+                job_id=job_id, attempt=1, worker_id="old", started_at=job.claimed_at
             )
         )
     assert store.complete_jobs([Completion(Claim(job_id, 1), JobState.SUCCEEDED)]) == [True]
@@ -296,10 +297,10 @@ def test_sessions_speak_utc_so_claimed_timestamps_need_no_conversion(
             queues=["q"], worker_id="w", limit=1, lease_seconds=30, job_ids=[ids[1]]
         )
         for job in (by_query, hinted):
-            for stamp in (job.run_at, job.created_at, job.started_at, job.lease_expires_at):
+            for stamp in (job.run_at, job.created_at, job.claimed_at, job.lease_expires_at):
                 assert stamp is not None and stamp.tzinfo is UTC
-            assert job.started_at is not None
-            assert abs((job.started_at - before).total_seconds()) < 60  # the same instant
+            assert job.claimed_at is not None and job.started_at is None  # not started yet
+            assert abs((job.claimed_at - before).total_seconds()) < 60  # the same instant
         assert store._fast is not None
         for pool in (engine, relaxed, store._fast._generic_engine()):
             pooled = pool.raw_connection()

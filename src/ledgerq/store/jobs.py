@@ -84,7 +84,7 @@ class SqlJobStore(SqlJobClaims):
         self._start_stmt = (
             sa.update(jobs)
             .where(_fence(), jobs.c.started_at.is_(None))
-            .values(started_at=d.now_plus(-sa.bindparam("ago_s", type_=sa.Float)))
+            .values(started_at=d.now_plus(-sa.cast(sa.bindparam("ago_s"), sa.Float)))
         )
         self._heartbeat_stmt = (
             sa.update(jobs)
@@ -356,7 +356,7 @@ class SqlJobStore(SqlJobClaims):
 def _real_start(d: Any) -> sa.ColumnElement[Any]:
     """An attempt's body start as its outcome is written: a start mark's, else now less how
     long the body ran (``ran_s``), else (not known) the claim's time."""
-    ran = sa.bindparam("ran_s", type_=sa.Float)
+    ran = sa.cast(sa.bindparam("ran_s", type_=sa.Float), sa.Float)
     body_start = sa.case((ran.is_(None), None), else_=d.now_plus(-ran))
     return sa.func.coalesce(jobs.c.started_at, body_start, jobs.c.claimed_at)
 
