@@ -1,15 +1,24 @@
 """LeaseGuard: whether this worker may still trust its leases, by its own monotonic clock.
 
 A worker that was frozen (SIGSTOP, a VM pause) or cut off past its TTL has been failed over:
-the jobs it holds run elsewhere. When it resumes, nothing in the process knows that until its
-next heartbeat is answered, and a slot that takes a prefetched job in that moment would run
-its body a second time. So before a job starts, the guard compares the time since the job's
-lease and the worker's registration were last renewed with the TTL less a margin. The times
-are those at which the renewing claim or heartbeat was *sent*, so this clock errs on the safe
-side of the database's. Past that age, the guard renews the worker's registration and the
-job's lease in the ledger first (fenced), and the job starts only if both apply; a job the
-ledger refuses is marked lost and never started. The check costs a clock read per job; the
-round trips happen only after a pause.
+the jobs it holds run elsewhere. When it resumes (or its link heals), nothing in the process
+knows that until its next heartbeat is answered, and a slot that takes a prefetched job in
+that moment would run its body a second time. A partitioned worker cannot even tell a cut
+link from a quiet one. So before a job starts, the guard asks two things, by the send times
+of the claims and heartbeats that renewed them (this clock errs on the safe side of the
+database's):
+
+- was the worker's registration renewed within the TTL less a margin? Else it is renewed
+  first (a refusal makes the worker abandon what it lost);
+- was the job's own lease renewed within the start window (half a heartbeat interval, at
+  most 1 s)? A job that starts soon after its claim is; one that waited in the prefetch is
+  confirmed with one fenced heartbeat of its own, and starts only if it applies.
+
+A job the ledger refuses is marked lost and never started; one that cannot be checked (the
+database is unreachable) is dropped, its lease runs out and the fleet puts it back. So only
+bodies that had started, or whose lease was confirmed within the start window, when the
+worker was cut off can run twice. The common case costs a clock read per job; the round
+trip is paid only by jobs that waited in a prefetch longer than the window.
 """
 
 from __future__ import annotations
@@ -26,6 +35,11 @@ from ledgerq.core.ports import JobStore
 from ledgerq.runtime.context import JobContext
 
 log = structlog.get_logger("ledgerq.lease")
+
+
+#: A job that waited longer than this (at most half a heartbeat interval) since its lease was
+#: last renewed is confirmed in the ledger before it starts.
+START_WINDOW_SECONDS = 1.0
 
 
 class LeaseGuard:
@@ -47,7 +61,9 @@ class LeaseGuard:
         self._lease = lease_seconds
         margin = max(heartbeat_interval_seconds, lease_seconds / 5)
         self.trust_seconds = max(lease_seconds - margin, lease_seconds / 2)
-        """A lease renewed longer ago than this is checked in the ledger before a start."""
+        """A registration renewed longer ago than this is renewed before a start."""
+        self.start_window = min(START_WINDOW_SECONDS, heartbeat_interval_seconds / 2)
+        """A job whose lease was renewed longer ago than this is confirmed before it starts."""
         self._renew_worker = renew_worker
         self._worker_confirmed = time.monotonic() if renew_worker is not None else math.inf
         self._lock = threading.Lock()
@@ -58,37 +74,28 @@ class LeaseGuard:
             self._worker_confirmed = max(self._worker_confirmed, sent_at)
 
     def trusted(self, ctx: JobContext) -> bool:
-        """Whether ``ctx``'s lease and this worker's registration were renewed recently."""
-        age = time.monotonic() - min(ctx.confirmed_at, self._worker_confirmed)
-        return age < self.trust_seconds
+        """Whether ``ctx``'s lease was renewed within the start window (its claim, mostly)
+        and this worker's registration within the trust period."""
+        now = time.monotonic()
+        return (
+            now - ctx.confirmed_at < self.start_window
+            and now - self._worker_confirmed < self.trust_seconds
+        )
 
     def may_start(self, ctx: JobContext) -> bool:
-        """Whether ``ctx``'s job may start now: at once while its lease is trusted, else after
-        the ledger renewed the worker and the job. False (the job is then not started) when
-        the ledger refuses the job (marked lost) or cannot be reached."""
+        """Whether ``ctx``'s job may start now: at once while trusted, else after the ledger
+        renewed the worker (if its registration is old) and the job. False (the job is then
+        not started) when the ledger refuses the job (marked lost) or cannot be reached.
+
+        A job that waited in the prefetch (behind a longer one) is confirmed with one fenced
+        round trip, so a worker that was cut off meanwhile (a partition it cannot tell from a
+        quiet link) starts nothing it may have lost: the check does not get through, or is
+        refused after the heal."""
         if self.trusted(ctx):
             return True
-        with self._lock:  # slot threads resuming together check the worker once
-            if self.trusted(ctx):
-                return True
-            age = time.monotonic() - min(ctx.confirmed_at, self._worker_confirmed)
-            log.warning(
-                "lease may have lapsed (was this process paused or cut off?);"
-                " checking the ledger before starting the job",
-                job_id=ctx.job_id,
-                attempt=ctx.attempt,
-                lease_age_s=round(age, 1),
-            )
-            return self._renew(ctx)
-
-    def _renew(self, ctx: JobContext) -> bool:
         try:
-            if time.monotonic() - self._worker_confirmed >= self.trust_seconds:
-                assert self._renew_worker is not None  # else the age would be infinite
-                self._renew_worker()
-                if time.monotonic() - self._worker_confirmed >= self.trust_seconds:
-                    log.warning("worker registration not renewed; not starting the job")
-                    return False
+            if not self._worker_fresh():
+                return False
             sent = time.monotonic()
             [applied] = self._store.heartbeat_jobs([ctx.claim], lease_seconds=self._lease)
         except errors.StoreError as exc:
@@ -104,4 +111,25 @@ class LeaseGuard:
             job_id=ctx.job_id,
             attempt=ctx.attempt,
         )
+        return False
+
+    def _worker_fresh(self) -> bool:
+        """Whether the registration was renewed within the trust period, renewing it first if
+        not (slot threads resuming together renew it once)."""
+        if time.monotonic() - self._worker_confirmed < self.trust_seconds:
+            return True
+        with self._lock:
+            age = time.monotonic() - self._worker_confirmed
+            if age < self.trust_seconds:
+                return True
+            log.warning(
+                "registration may have lapsed (was this process paused or cut off?);"
+                " renewing it before starting a job",
+                registration_age_s=round(age, 1),
+            )
+            assert self._renew_worker is not None  # else the age would be infinite
+            self._renew_worker()
+            if time.monotonic() - self._worker_confirmed < self.trust_seconds:
+                return True
+        log.warning("worker registration not renewed; not starting the job")
         return False
