@@ -32,6 +32,8 @@ class JobContext:
     _completing: bool = False
     started_mono: float | None = None
     """Monotonic time at which the body started (None while the job waits to start)."""
+    start_written: bool = False
+    """Whether ``StartMarks`` wrote the body's start to the ledger."""
     confirmed_at: float = 0.0
     """Monotonic time at which a claim or heartbeat that renewed this run's lease was sent:
     the lease is good until at least a lease's length after it."""

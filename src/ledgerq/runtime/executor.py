@@ -72,7 +72,6 @@ class Executor:
         may_start: Callable[[JobContext], bool] | None = None,
         on_unknown: Callable[[JobContext], Completion | None] | None = None,
         on_hung: Callable[[JobContext], None] | None = None,
-        on_started: Callable[[JobContext], None] | None = None,
     ) -> None:
         """``prefetch``: jobs held beyond the running slots, or None to follow the job
         durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
@@ -82,13 +81,11 @@ class Executor:
         ``on_unknown`` (optional) takes a job of a task the registry lacks and returns its
         outcome, or None if it put the job back; without it such a job fails (and retries).
         ``on_hung`` (optional) hears of a timed-out job whose thread could not be stopped
-        (blocked in C): only ending the process stops it (see ``Worker``). ``on_started``
-        (optional) hears of each job whose body starts (``ctx.started_mono`` is set)."""
+        (blocked in C): only ending the process stops it (see ``Worker``)."""
         self._registry = registry
         self._may_start_job = may_start
         self._on_unknown = on_unknown
         self._on_hung = on_hung
-        self._on_started = on_started
         self._admit = admit
         self._on_skipped = on_skipped
         self._codec = codec
@@ -202,8 +199,6 @@ class Executor:
                 continue
             run.thread_id = threading.get_ident()
             run.started = run.ctx.started_mono = time.monotonic()
-            if self._on_started is not None:
-                self._on_started(run.ctx)
             timeout = self._timeout_of(run)
             if timeout is not None and not (run.spec and run.spec.is_async):
                 run.unwound = threading.Event()

@@ -145,7 +145,7 @@ class Worker:
         )
         self.stats = self._book.stats
         self._completer = Completer(store, self._book.record_written, events=events)
-        self._starts = StartMarks(store)
+        self._starts = StartMarks(store, self.running_jobs)
         self._leases = LeaseGuard(
             store,
             lease_seconds=options.lease_seconds,
@@ -163,7 +163,6 @@ class Worker:
             may_start=self._leases.may_start,
             on_unknown=deferrer.handle if deferrer is not None else None,
             on_hung=self._on_hung if options.recycle_when_hung else None,
-            on_started=self._starts.started,
         )
         policy = FetchPolicy(
             queues=options.queues,
