@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,7 +58,6 @@ class Bookkeeper:
         self._gate = gate
         self._membership = membership
         self._inflight: dict[int, JobContext] = {}
-        self._claimed_at: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def held_jobs(self) -> list[JobContext]:
@@ -81,8 +79,6 @@ class Bookkeeper:
         """Enter a freshly claimed job (its history start too, unless the store wrote it)."""
         with self._lock:
             self._inflight[ctx.job_id] = ctx
-            if self._events is not None:
-                self._claimed_at[ctx.job_id] = time.monotonic()
         if self._membership is not None and not self._store.records_history_inline:
             self._membership.started(ctx.job)
 
@@ -107,7 +103,6 @@ class Bookkeeper:
         with self._lock:
             if self._inflight.get(ctx.job_id) is ctx:
                 del self._inflight[ctx.job_id]
-            self._claimed_at.pop(ctx.job_id, None)
         if self._membership is not None:
             self._membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.claimed_at)
 
@@ -138,11 +133,8 @@ class Bookkeeper:
                     self._membership.ended(completion.claim, outcome, when)
 
     def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
-        started = self._claimed_at.pop(ctx.job_id, None)
-        # The body's own run time; from the claim only for an attempt that never started.
-        duration = completion.ran_seconds
-        if duration is None:
-            duration = time.monotonic() - started if started is not None else 0.0
+        # The body's own run time (0 for an attempt whose body never ran).
+        duration = completion.ran_seconds or 0.0
         assert self._events is not None
         self._events.emit(
             JobFinished(ctx.job.queue, ctx.job.task, completion.state.value, duration)

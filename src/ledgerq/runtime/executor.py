@@ -305,9 +305,12 @@ class Executor:
             if run.finished:
                 return  # the timeout monitor reported this attempt already
             run.finished = True
+        ran = completion.ran_seconds if completion is not None else None
         if completion is not None:
             self._on_complete(completion)
-        self._release_slot(time.monotonic() - run.started, limited=_limited(run))
+        if ran is None:
+            ran = time.monotonic() - run.started
+        self._release_slot(ran, limited=_limited(run))
 
     def _release_slot(self, ran_seconds: float | None = None, limited: bool = False) -> None:
         with self._cond:

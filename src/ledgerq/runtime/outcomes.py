@@ -57,6 +57,15 @@ def failed(
             retry_delay_seconds=delay,
             ran_seconds=ran_seconds,
         )
+    return _dead(job, error_json, ran_seconds)
+
+
+def buried(job: Job, kind: str, message: str) -> Completion:
+    """The job is ``dead`` now, whatever attempts it has left (e.g. no worker knows its task)."""
+    return _dead(job, json.dumps({"kind": kind, "message": message, "attempt": job.attempt}))
+
+
+def _dead(job: Job, error_json: str, ran_seconds: float | None = None) -> Completion:
     return Completion(
         _claim(job),
         JobState.DEAD,
@@ -64,18 +73,6 @@ def failed(
         batch_id=job.batch_id,
         workflow_id=job.workflow_id,
         ran_seconds=ran_seconds,
-    )
-
-
-def buried(job: Job, kind: str, message: str) -> Completion:
-    """The job is ``dead`` now, whatever attempts it has left (e.g. no worker knows its task)."""
-    error_json = json.dumps({"kind": kind, "message": message, "attempt": job.attempt})
-    return Completion(
-        _claim(job),
-        JobState.DEAD,
-        error_json=error_json,
-        batch_id=job.batch_id,
-        workflow_id=job.workflow_id,
     )
 
 

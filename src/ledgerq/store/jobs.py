@@ -301,9 +301,7 @@ class SqlJobStore(SqlJobClaims):
     def mark_started(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
         """Record that the bodies of running attempts started ``ago`` seconds before now
         (``(claim, ago)`` pairs); one bool per pair (fenced; a start already written stays)."""
-        return in_id_order(
-            starts, lambda s: s[0].job_id, lambda ordered: self._mark_started_sorted(ordered)
-        )
+        return in_id_order(starts, lambda s: s[0].job_id, self._mark_started_sorted)
 
     def _mark_started_sorted(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
         params = [

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import limits
 from ledgerq.core.job import Claim, as_utc
 from ledgerq.core.states import JobState
+from ledgerq.store.moves import postponed, running_attempt
 from ledgerq.store.tables import circuit_breakers, concurrency_slots, jobs, limit_keys
 from ledgerq.store.transactions import SqlTransactions
 
@@ -162,21 +163,10 @@ class SqlLimitStore(SqlTransactions):
     def postpone_job(self, claim: Claim, *, delay_seconds: float) -> bool:
         """Fenced: running -> scheduled in ``delay_seconds``, ``max_attempts + 1`` so the claim
         that ran nothing costs no attempt (``attempt`` is the fencing token and never drops)."""
-        d = self.dialect
         stmt = (
             sa.update(jobs)
-            .where(
-                jobs.c.id == claim.job_id,
-                jobs.c.attempt == claim.attempt,
-                jobs.c.state == JobState.RUNNING.value,
-            )
-            .values(
-                state=JobState.SCHEDULED.value,
-                run_at=d.now_plus(sa.literal(float(delay_seconds), sa.Float)),
-                max_attempts=jobs.c.max_attempts + 1,
-                worker_id=None,
-                lease_expires_at=None,
-            )
+            .where(running_attempt(claim))
+            .values(postponed(self.dialect, delay_seconds))
         )
         with self._decide() as conn:
             return bool(conn.execute(stmt).rowcount == 1)

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import fleet
 from ledgerq.core import unknown_tasks as unknown
 from ledgerq.core.job import Claim
-from ledgerq.core.states import JobState
 from ledgerq.store.failover import db_time
+from ledgerq.store.moves import postponed, running_attempt
 from ledgerq.store.tables import jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
 
@@ -50,11 +50,7 @@ class UnknownTaskMixin(SqlTransactions):
         its first put-back; then leave it running for the caller to bury. None if the claim is
         stale (nothing written)."""
         d = self.dialect
-        fence = sa.and_(
-            jobs.c.id == claim.job_id,
-            jobs.c.attempt == claim.attempt,
-            jobs.c.state == JobState.RUNNING.value,
-        )
+        fence = running_attempt(claim)
         with self._begin() as conn:
             row = conn.execute(
                 sa.select(jobs.c.task, jobs.c.queue, jobs.c.error, d.now().label("db_now")).where(
@@ -81,14 +77,7 @@ class UnknownTaskMixin(SqlTransactions):
             moved = conn.execute(
                 sa.update(jobs)
                 .where(fence)
-                .values(
-                    state=JobState.SCHEDULED.value,
-                    run_at=d.now_plus(sa.literal(float(delay), sa.Float)),
-                    max_attempts=jobs.c.max_attempts + 1,
-                    worker_id=None,
-                    lease_expires_at=None,
-                    error=json.dumps(error),
-                )
+                .values({**postponed(d, delay), "error": json.dumps(error)})
             ).rowcount
         if moved != 1:
             return None
