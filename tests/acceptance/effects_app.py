@@ -18,6 +18,8 @@ both register the same task names.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -110,15 +112,22 @@ def stubborn_body(engine: sa.Engine, ctx: JobContext, key: str, seconds: float) 
     return f"{key}@{ctx.attempt}"
 
 
-def block_in_c(engine: sa.Engine, ctx: JobContext, key: str, seconds: float) -> None:
+def block_in_c(
+    engine: sa.Engine, ctx: JobContext, key: str, seconds: float, *, hold_gil: bool = False
+) -> None:
     """Record the start; the first attempt then blocks in C (``time.sleep``, which no
     interrupt reaches) for ``seconds``, swallows the interrupt as careless code does, and
-    records ``key``'s effect; later attempts record it at once."""
+    records ``key``'s effect; later attempts record it at once. With ``hold_gil`` it blocks
+    in libc's ``sleep`` called through ``ctypes.PyDLL``, which keeps the GIL all along, as a
+    C extension that never releases it does: no other thread of the process runs."""
     with engine.begin() as conn:
         conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
     if ctx.attempt == 1:
         with contextlib.suppress(BaseException):  # the careless handler under test
-            time.sleep(seconds)
+            if hold_gil:
+                ctypes.PyDLL(None).sleep(math.ceil(seconds))
+            else:
+                time.sleep(seconds)
     record(engine, ctx, key)
 
 
@@ -209,9 +218,9 @@ def make_app(**overrides: Any) -> EffectsApp:
         return key
 
     @app.task(name=HUNG, max_attempts=3, timeout=1.0, retry_backoff=0.05)
-    def hung(ctx: JobContext, key: str, seconds: float) -> str:
+    def hung(ctx: JobContext, key: str, seconds: float, hold_gil: bool = False) -> str:
         """``block_in_c``: past its timeout on the first attempt, at once later."""
-        block_in_c(effects_engine(url), ctx, key, seconds)
+        block_in_c(effects_engine(url), ctx, key, seconds, hold_gil=hold_gil)
         return key
 
     return EffectsApp(app, record_effect, slow, yielding, stubborn, noop, resilient, hung)

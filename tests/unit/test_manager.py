@@ -7,7 +7,13 @@ import sys
 import threading
 import time
 
-from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions, exit_description
+from ledgerq.runtime.manager import (
+    EXIT_RECYCLE,
+    PULSE_FD_ENV,
+    Manager,
+    ManagerOptions,
+    exit_description,
+)
 from tests.helpers import wait_until
 
 FAST = {"restart_delay_seconds": 0.05, "crash_loop_window_seconds": 30.0}
@@ -123,3 +129,42 @@ def test_exit_description_names_the_signal_or_the_code() -> None:
     assert exit_description(-9) == "killed by SIGKILL"
     assert exit_description(1) == "exit code 1"
     assert exit_description(-200) == "killed by signal 200"
+
+
+def pulsing_child(pulses: int, then: str) -> list[str]:
+    """A child that pulses ``pulses`` times, 0.1 s apart, then runs ``then``."""
+    return child(
+        "import os, time\n"
+        f"fd = int(os.environ['{PULSE_FD_ENV}'])\n"
+        f"for _ in range({pulses}):\n"
+        "    os.write(fd, b'.'); time.sleep(0.1)\n"
+        f"{then}\n"
+    )
+
+
+def test_a_child_that_falls_silent_is_killed_as_hung_and_reported() -> None:
+    reported: list[str] = []
+    manager = Manager(
+        pulsing_child(3, "time.sleep(60)"),
+        ManagerOptions(processes=1, crash_loop_restarts=0, hang_after_seconds=0.5, **FAST),  # type: ignore[arg-type]
+        on_crash=lambda _pid, how: reported.append(how),
+    )
+    began = time.monotonic()
+    assert manager.run() == 1  # killed, then given up (no restart allowed)
+    assert time.monotonic() - began < 10
+    [how] = reported
+    assert how.startswith("hung for ") and how.endswith("killed by SIGKILL")
+
+
+def test_a_pulsing_child_and_a_silent_start_up_are_left_alone() -> None:
+    # Pulses for 1.5 s with a 0.5 s limit, then exits 0: never killed. A child that never
+    # pulsed (still starting up) is not watched either.
+    reported: list[str] = []
+    for command in (pulsing_child(15, "pass"), child("import time; time.sleep(1.2)")):
+        manager = Manager(
+            command,
+            ManagerOptions(processes=1, hang_after_seconds=0.5, **FAST),  # type: ignore[arg-type]
+            on_crash=lambda _pid, how: reported.append(how),
+        )
+        assert manager.run() == 0
+        assert reported == [] and manager.restarts == 0

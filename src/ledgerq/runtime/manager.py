@@ -5,6 +5,12 @@ jobs, then a fresh one starts); SIGTERM to the manager is forwarded for a gracef
 A child that crashed is reported (``on_crash``) before its replacement starts, so its running
 jobs are failed over at once instead of after the worker TTL.
 
+A child that stops pulsing is hung and is killed (with ``hang_after_seconds``): each child
+writes a byte down a pipe every half second from a thread of its own (``PULSE_FD_ENV`` names
+its end), which nothing but code holding the GIL (a C extension that does not release it, a
+catastrophic regular expression) or a frozen process can stop. Nothing inside such a process
+can act, not even a timeout, so the manager kills it, which is then a crash like any other.
+
 Exit codes of a child: ``EXIT_RECYCLE`` asks for a replacement (its job budget is spent), 0
 means it stopped on purpose (a stop request) and stays stopped, anything else is a crash.
 """
@@ -12,6 +18,7 @@ means it stopped on purpose (a stop request) and stays stopped, anything else is
 from __future__ import annotations
 
 import collections
+import os
 import signal
 import subprocess
 import threading
@@ -27,6 +34,13 @@ log = structlog.get_logger("ledgerq.manager")
 
 #: A child's exit code asking the manager for a fresh replacement.
 EXIT_RECYCLE = 3
+
+#: The environment variable that hands a child the write end of its pulse pipe (a file
+#: descriptor number). Outside the ``LEDGERQ_`` prefix: it is not a setting.
+PULSE_FD_ENV = "MANAGED_WORKER_PULSE_FD"
+
+#: How often a child pulses.
+PULSE_INTERVAL_SECONDS = 0.5
 
 
 def exit_description(code: int) -> str:
@@ -51,6 +65,8 @@ class ManagerOptions:
     crash_loop_window_seconds: float = 60.0
     stats_interval_seconds: float = 60.0
     stop_timeout_seconds: float = 60.0
+    hang_after_seconds: float | None = None
+    """Kill a child whose pulse (see the module) has been silent this long; None: never."""
 
 
 @dataclass
@@ -61,6 +77,9 @@ class _Slot:
     crashes: collections.deque[float] = field(default_factory=collections.deque)
     recycling: bool = False
     done: bool = False  # stopped on purpose, or given up after a crash loop
+    pulse_fd: int | None = None  # read end of the child's pulse pipe
+    last_pulse: float | None = None  # None until its first pulse: start-up is not watched
+    killed_hung: float | None = None  # seconds of silence when it was killed as hung
 
 
 class Manager:
@@ -123,16 +142,15 @@ class Manager:
             return
         if slot.proc is None:
             if now >= slot.start_at:
-                slot.proc = subprocess.Popen(
-                    list(self._command_for(slot.index)), stdin=subprocess.DEVNULL
-                )
-                log.info("worker process started", slot=slot.index, pid=slot.proc.pid)
+                self._start(slot)
             return
         code = slot.proc.poll()
         if code is None:
             self._check_memory(slot)
+            self._check_pulse(slot, now)
             return
         pid, slot.proc = slot.proc.pid, None
+        self._close_pulse(slot)
         if code == EXIT_RECYCLE or (slot.recycling and code == 0):
             slot.recycling = False
             self.recycled += 1
@@ -144,9 +162,58 @@ class Manager:
         else:
             self._after_crash(slot, pid, code, now)
 
+    def _start(self, slot: _Slot) -> None:
+        command = list(self._command_for(slot.index))
+        if self._options.hang_after_seconds is None:
+            slot.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        else:
+            read_end, write_end = os.pipe()
+            os.set_blocking(read_end, False)
+            env = {**os.environ, PULSE_FD_ENV: str(write_end)}
+            try:
+                slot.proc = subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, pass_fds=(write_end,), env=env
+                )
+            except BaseException:
+                os.close(read_end)
+                raise
+            finally:
+                os.close(write_end)
+            slot.pulse_fd, slot.last_pulse, slot.killed_hung = read_end, None, None
+        log.info("worker process started", slot=slot.index, pid=slot.proc.pid)
+
+    def _check_pulse(self, slot: _Slot, now: float) -> None:
+        """Read what the child pulsed; kill it once it has been silent too long."""
+        limit = self._options.hang_after_seconds
+        if slot.pulse_fd is None or limit is None or slot.proc is None:
+            return
+        try:
+            while os.read(slot.pulse_fd, 4096):
+                slot.last_pulse = now
+        except BlockingIOError:
+            pass  # nothing more to read
+        silent = now - slot.last_pulse if slot.last_pulse is not None else 0.0
+        if silent > limit and slot.killed_hung is None:
+            log.error(
+                "worker process hung (no pulse: code holding the GIL, or frozen); killing it",
+                slot=slot.index,
+                pid=slot.proc.pid,
+                silent_s=round(silent, 1),
+            )
+            slot.killed_hung = silent
+            slot.proc.kill()
+
+    def _close_pulse(self, slot: _Slot) -> None:
+        if slot.pulse_fd is not None:
+            os.close(slot.pulse_fd)
+            slot.pulse_fd = None
+
     def _after_crash(self, slot: _Slot, pid: int, code: int, now: float) -> None:
+        how = exit_description(code)
+        if slot.killed_hung is not None:
+            how = f"hung for {slot.killed_hung:.1f} s, {how}"
         if self._on_crash is not None:
-            self._on_crash(pid, exit_description(code))
+            self._on_crash(pid, how)
         window = self._options.crash_loop_window_seconds
         slot.crashes.append(now)
         while slot.crashes and slot.crashes[0] < now - window:
@@ -166,7 +233,7 @@ class Manager:
             self._options.max_restart_delay_seconds,
         )
         log.warning(
-            "worker process crashed; restarting", slot=slot.index, pid=pid, code=code, in_s=delay
+            "worker process crashed; restarting", slot=slot.index, pid=pid, how=how, in_s=delay
         )
         self.restarts += 1
         slot.start_at = now + delay
@@ -208,6 +275,8 @@ class Manager:
                     if pid_slot.proc is not None and pid_slot.proc.poll() is None:
                         pid_slot.proc.send_signal(signal.SIGTERM)
             if not self.children():
+                for slot in self._slots:
+                    self._close_pulse(slot)
                 log.info("manager stopped")
                 return 0
             if time.monotonic() > deadline:

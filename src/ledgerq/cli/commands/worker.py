@@ -21,7 +21,13 @@ from ledgerq.cli.context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.core import errors
 from ledgerq.runtime.affinity import CpuClaim, claim_cpu
-from ledgerq.runtime.manager import EXIT_RECYCLE, Manager, ManagerOptions
+from ledgerq.runtime.manager import (
+    EXIT_RECYCLE,
+    PULSE_FD_ENV,
+    PULSE_INTERVAL_SECONDS,
+    Manager,
+    ManagerOptions,
+)
 from ledgerq.runtime.worker import Worker
 
 if TYPE_CHECKING:
@@ -173,7 +179,7 @@ def start(
     )
     _install_signal_handlers(worker)
     if managed:
-        _stop_when_orphaned(worker)
+        _watch_manager(worker)
     exporter = None
     if hub is not None and health_port is not None:
         hub.watch_transport(worker.transport_fallback_active)
@@ -269,11 +275,15 @@ def _manage(
 ) -> int:
     if health_port is not None and health_port + processes - 1 > 65535:
         raise click.UsageError("--health-port + --processes runs past port 65535")
-    grace = cli.app().settings.shutdown_grace
+    settings = cli.app().settings
     manager = Manager(
         lambda slot: _child_command(slot, health_port),
         ManagerOptions(
-            processes=processes, max_memory_mb=max_memory, stop_timeout_seconds=grace + 30
+            processes=processes,
+            max_memory_mb=max_memory,
+            stop_timeout_seconds=settings.shutdown_grace + 30,
+            # Dead before its leases run out, so a hung body never outlives its failover.
+            hang_after_seconds=settings.worker_ttl / 2,
         ),
         on_crash=lambda pid, how: fail_over_child(cli.app(), pid, how),
     )
@@ -346,25 +356,30 @@ def _install_signal_handlers(worker: Worker) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-#: How often a manager's child checks that its manager is still its parent.
-ORPHAN_CHECK_SECONDS = 0.5
-
-
-def _stop_when_orphaned(worker: Worker) -> None:
-    """A manager's child stops gracefully once its manager is gone (killed with SIGKILL, it
-    could not stop its children, which would otherwise run on unsupervised: the kernel then
-    makes another process their parent)."""
+def _watch_manager(worker: Worker) -> None:
+    """A manager's child pulses to its manager (see ``runtime/manager.py``: one that falls
+    silent is killed as hung) and stops gracefully once its manager is gone (killed with
+    SIGKILL, it could not stop its children, which would otherwise run on unsupervised: the
+    kernel then makes another process their parent). It pulses until the process exits, so a
+    graceful stop's grace period is not taken for a hang."""
     manager = os.getppid()
+    raw_fd = os.environ.pop(PULSE_FD_ENV, None)
+    pulse_fd = int(raw_fd) if raw_fd is not None and raw_fd.isdigit() else None
 
     def watch() -> None:
-        while not worker.stop_requested:
-            if os.getppid() != manager:
+        nonlocal pulse_fd
+        while True:
+            if pulse_fd is not None:
+                try:
+                    os.write(pulse_fd, b".")
+                except OSError:
+                    pulse_fd = None  # the manager is gone: the check below stops the worker
+            if not worker.stop_requested and os.getppid() != manager:
                 log.warning("the manager is gone; stopping", manager_pid=manager)
                 worker.request_stop()
-                return
-            time.sleep(ORPHAN_CHECK_SECONDS)
+            time.sleep(PULSE_INTERVAL_SECONDS)
 
-    threading.Thread(target=watch, name="ledgerq-orphan-watch", daemon=True).start()
+    threading.Thread(target=watch, name="ledgerq-manager-watch", daemon=True).start()
 
 
 def start_scheduler(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
