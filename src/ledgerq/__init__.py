@@ -1,7 +1,9 @@
 """ledgerq: a distributed job queue whose SQL database is the truth.
 
-The heavier names (``LedgerQ``, ``Settings``, ``Task``, ``JobContext``) are imported on first
-use, so that importing any submodule, such as the command line's, does not import them all.
+Everything an application needs is exported here; nothing in the documentation needs an
+import from a submodule. The heavier names (``_IMPORTED_ON_FIRST_USE``: ``LedgerQ``,
+``Task``, ``Breaker``, ...) are imported on first use, so that importing any submodule, such
+as the command line's, does not import them all.
 """
 
 import importlib as _importlib
@@ -10,10 +12,16 @@ import typing as _typing
 from ledgerq.core.errors import (
     ConfigError,
     InvalidJob,
+    InvalidLock,
+    InvalidSchedule,
     JobNotFound,
+    LeaseLost,
     LedgerqError,
+    LockUnavailable,
     PayloadError,
     StaleClaim,
+    StoreError,
+    StoreUnavailable,
     TaskNotRegistered,
 )
 from ledgerq.core.job import EnqueueResult, Job
@@ -21,34 +29,69 @@ from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.states import JobState
 
 if _typing.TYPE_CHECKING:
-    from ledgerq.application import LedgerQ
-    from ledgerq.config import Settings
+    from ledgerq.app.application import LedgerQ
+    from ledgerq.app.task import Task
+    from ledgerq.app.worker_overrides import WorkerOverrides
+    from ledgerq.config.settings import Settings
+    from ledgerq.core.batches import BatchNotFound, BatchStatus
+    from ledgerq.core.limits import Breaker
+    from ledgerq.core.schedules import Schedule
+    from ledgerq.core.schema import MigrationStatus
+    from ledgerq.core.workflow import WorkflowNotFound
+    from ledgerq.producer.batch_builder import Batch
+    from ledgerq.producer.workflow_api import Workflow
     from ledgerq.runtime.context import JobContext
-    from ledgerq.task import Task
+    from ledgerq.runtime.locks import HeldLock
 
 _IMPORTED_ON_FIRST_USE = {
+    "Batch": "ledgerq.producer.batch_builder",
+    "BatchNotFound": "ledgerq.core.batches",
+    "BatchStatus": "ledgerq.core.batches",
+    "Breaker": "ledgerq.core.limits",
+    "MigrationStatus": "ledgerq.core.schema",
+    "Schedule": "ledgerq.core.schedules",
+    "WorkflowNotFound": "ledgerq.core.workflow",
+    "HeldLock": "ledgerq.runtime.locks",
     "JobContext": "ledgerq.runtime.context",
-    "LedgerQ": "ledgerq.application",
-    "Settings": "ledgerq.config",
-    "Task": "ledgerq.task",
+    "LedgerQ": "ledgerq.app.application",
+    "Settings": "ledgerq.config.settings",
+    "Task": "ledgerq.app.task",
+    "Workflow": "ledgerq.producer.workflow_api",
+    "WorkerOverrides": "ledgerq.app.worker_overrides",
 }
 
 __all__ = [
+    "Batch",
+    "BatchNotFound",
+    "BatchStatus",
+    "Breaker",
     "ConfigError",
     "EnqueueResult",
+    "HeldLock",
     "InvalidJob",
+    "InvalidLock",
+    "InvalidSchedule",
     "Job",
     "JobContext",
     "JobNotFound",
     "JobState",
+    "LeaseLost",
     "LedgerQ",
     "LedgerqError",
+    "LockUnavailable",
+    "MigrationStatus",
     "PayloadError",
     "RetryPolicy",
+    "Schedule",
     "Settings",
     "StaleClaim",
+    "StoreError",
+    "StoreUnavailable",
     "Task",
     "TaskNotRegistered",
+    "WorkerOverrides",
+    "Workflow",
+    "WorkflowNotFound",
 ]
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from ledgerq import LedgerQ
-from ledgerq.cli.commands.serve import build_http
+from ledgerq.cli.commands.serve_cmd import build_http
 from tests.admin.tasks_app import make_app
 
 ADMIN_TOKEN = "admin-token-for-tests"

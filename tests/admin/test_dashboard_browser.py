@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerq import scheduling
 from ledgerq.admin.server import AdminServer
+from ledgerq.app import schedule_ops
 from ledgerq.core.schedules import ScheduleRequest
 from ledgerq.core.states import JobState
 from tests.admin.conftest import ADMIN_TOKEN, Served
@@ -63,7 +63,7 @@ def test_dashboard_shows_live_data_and_retries_a_failed_job(
     client = app.client
     failed_id = client.enqueue([client.build("admin.flaky")])[0].job_id
     client.enqueue([client.build("admin.add", [n, n]) for n in range(5)])
-    ops = scheduling.schedule_ops(app.settings, app.parts, app.registry, app.schedules)
+    ops = schedule_ops.schedule_ops(app.settings, app.parts, app.registry, app.schedules)
     ops.add_schedule(ScheduleRequest("nightly-sum", cron="0 3 * * *", task="admin.add"))
     server = AdminServer(served_sqlite.http, host="127.0.0.1", port=0)
     base = f"http://127.0.0.1:{server.start()}"

@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 from datetime import timedelta
 
-from ledgerq import JobContext, bootstrap, scheduling
+from ledgerq import JobContext
+from ledgerq.app import schedule_ops, wiring
 from ledgerq.core.schedules import ScheduleRequest
 from tests.admin.conftest import READ_TOKEN, Served
 from tests.admin.test_breakers import open_breaker
@@ -44,14 +45,14 @@ def test_coordination_section_shows_schedules_workflows_locks_and_breakers(
     def step(ctx: JobContext) -> None:
         return None
 
-    ops = scheduling.schedule_ops(app.settings, app.parts, app.registry, app.schedules)
+    ops = schedule_ops.schedule_ops(app.settings, app.parts, app.registry, app.schedules)
     ops.add_schedule(ScheduleRequest("tick<b>", cron="* * * * * *", task="admin.add", args=(1, 2)))
     ops.add_schedule(
         ScheduleRequest("nightly", cron="0 3 * * *", task="admin.add", tz="Asia/Tokyo")
     )
     ops.pause_schedule("nightly")
     # The ticking schedule owes the last two seconds: one scheduler pass fires them.
-    store = bootstrap.schedule_store(app.parts)
+    store = wiring.schedule_store(app.parts)
     store.advance("tick<b>", last_tick=store.database_now() - timedelta(seconds=2), next_tick=None)
     assert app.scheduler(instance_id="s1").run_once().fired.get("tick<b>", 0) >= 1
     (newest,) = ops.list_runs("tick<b>", limit=1)

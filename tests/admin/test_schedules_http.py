@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ledgerq import JobContext, bootstrap
+from ledgerq import JobContext
+from ledgerq.app import wiring
 from tests.admin.conftest import ADMIN, READ, Served
 
 EVERY_SECOND = "* * * * * *"
@@ -54,7 +55,7 @@ def test_pause_over_http_stops_firing_and_runs_are_recorded(served: Served) -> N
     assert (schedules["tick-off"]["overlap"], schedules["tick-off"]["missed"]) == ("skip", "once")
 
     # Both schedules owe the ticks of the last three seconds; one scheduler pass fires them.
-    store = bootstrap.schedule_store(served.app.parts)
+    store = wiring.schedule_store(served.app.parts)
     behind = store.database_now() - timedelta(seconds=3)
     for name in ("tick-on", "tick-off"):
         store.advance(name, last_tick=behind, next_tick=None)
@@ -86,7 +87,7 @@ def test_pause_over_http_stops_firing_and_runs_are_recorded(served: Served) -> N
 
 def test_remove_keeps_history_and_unknown_names_are_404(served: Served) -> None:
     assert add(served, "doomed").status_code == 201
-    store = bootstrap.schedule_store(served.app.parts)
+    store = wiring.schedule_store(served.app.parts)
     store.advance("doomed", last_tick=store.database_now() - timedelta(seconds=2), next_tick=None)
     assert served.app.scheduler(instance_id="s1").run_once().fired.get("doomed", 0) >= 1
 
@@ -189,7 +190,7 @@ def test_a_name_with_slashes_works_in_every_path(served_sqlite: Served, quoted: 
     resumed = served.client.post(f"/admin/schedules/{in_path}/resume", headers=ADMIN)
     assert resumed.status_code == 200 and listed(served)[name]["paused"] is False
 
-    store = bootstrap.schedule_store(served.app.parts)
+    store = wiring.schedule_store(served.app.parts)
     store.advance(name, last_tick=store.database_now() - timedelta(seconds=2), next_tick=None)
     assert served.app.scheduler(instance_id="s1").run_once().fired.get(name, 0) >= 1
     runs = served.client.get(f"/admin/schedules/{in_path}/runs", headers=READ)

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from ledgerq import JobContext, JobState, LedgerQ
-from ledgerq.bootstrap import build_reconciler
+from ledgerq.app.wiring import build_reconciler
 from ledgerq.core import workflow as wf
 from ledgerq.core.job import Claim
 from ledgerq.core.ports import Completion

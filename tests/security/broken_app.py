@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledgerq.workflows import Workflows
+from ledgerq.producer.workflow_api import Workflows
 from tests.admin.tasks_app import make_app
 
 app = make_app()

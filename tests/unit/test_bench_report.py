@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ledgerq.benchmark import BenchError, report, runner, tables
-from ledgerq.benchmark.report import METRIC_BY_KEY, Cell, Report
-from ledgerq.cli.commands import bench
+from ledgerq.benchmark import BenchError, bench_report, bench_runner, bench_tables
+from ledgerq.benchmark.bench_report import METRIC_BY_KEY, Cell, Report
+from ledgerq.cli.commands import bench_cmd
 
 LQ = "ledgerq_postgresql"
 REDIS = "ledgerq_postgresql_redis"
@@ -39,12 +39,12 @@ def full_rows(target: str, scale: float = 1.0, p99: float = 5.0) -> list[dict[st
 
 def test_parse_result_line_takes_the_last_json_object() -> None:
     stdout = 'App is instantiated\n{"old": 1}\nnoise {\n{"rate": 12.5, "peer": "rq"}\n\n'
-    assert report.parse_result_line(stdout) == {"rate": 12.5, "peer": "rq"}
+    assert bench_report.parse_result_line(stdout) == {"rate": 12.5, "peer": "rq"}
 
 
 @pytest.mark.parametrize("stdout", ["", "no json here\n", "{broken\n", "[1, 2]\n"])
 def test_parse_result_line_without_an_object_is_none(stdout: str) -> None:
-    assert report.parse_result_line(stdout) is None
+    assert bench_report.parse_result_line(stdout) is None
 
 
 # -- cells ---------------------------------------------------------------------------------
@@ -52,21 +52,23 @@ def test_parse_result_line_without_an_object_is_none(stdout: str) -> None:
 
 def test_cell_is_the_median_of_the_trials() -> None:
     rows = [row("rq", "enqueue_single", t, rate=r) for t, r in ((1, 30.0), (2, 10.0), (3, 20.0))]
-    cell = report.summarize_cell(rows, METRIC_BY_KEY["enqueue_single"])
+    cell = bench_report.summarize_cell(rows, METRIC_BY_KEY["enqueue_single"])
     assert cell == Cell(20.0, (30.0, 10.0, 20.0), "", (1, 2, 3))
 
 
 def test_cell_falls_back_to_the_partial_rate() -> None:
     rows = [row("rq", "drain", n=20000, done=10900, partial_rate=114.0)]
-    cell = report.summarize_cell(rows, METRIC_BY_KEY["drain"])
+    cell = bench_report.summarize_cell(rows, METRIC_BY_KEY["drain"])
     assert (cell.value, cell.note) == (114.0, "partial")
 
 
 def test_cell_notes_skipped_errors_and_missing_runs() -> None:
     bulk = METRIC_BY_KEY["enqueue_bulk"]
-    assert report.summarize_cell([row("arq", "enqueue_bulk", skipped="no")], bulk).note == "n/a"
-    assert report.summarize_cell([], bulk).note == "not run"
-    failed = report.summarize_cell([row("x", "enqueue_bulk", error="Boom: no\ntrace")], bulk)
+    assert (
+        bench_report.summarize_cell([row("arq", "enqueue_bulk", skipped="no")], bulk).note == "n/a"
+    )
+    assert bench_report.summarize_cell([], bulk).note == "not run"
+    failed = bench_report.summarize_cell([row("x", "enqueue_bulk", error="Boom: no\ntrace")], bulk)
     assert (failed.value, failed.note) == (None, "error")
 
 
@@ -75,7 +77,7 @@ def test_problems_name_target_mode_trial_and_the_error_on_one_line() -> None:
         row(LQ, "drain", 2, error="RuntimeError: worker\n  exited rc=1"),
         row("rq", "io", rate_from_launch=1.0),
     ]
-    assert report.problems(rows) == [
+    assert bench_report.problems(rows) == [
         "ledgerq/postgresql drain (trial 2): RuntimeError: worker exited rc=1"
     ]
 
@@ -86,27 +88,27 @@ def test_cell_counts_failed_trials_and_ignores_nan() -> None:
         row("x", "enqueue_bulk", rate=float("nan")),
         row("x", "enqueue_bulk", error="timeout"),
     ]
-    cell = report.summarize_cell(rows, METRIC_BY_KEY["enqueue_bulk"])
+    cell = bench_report.summarize_cell(rows, METRIC_BY_KEY["enqueue_bulk"])
     assert cell.value == 10.0
     assert cell.note == "1 of 3 trials failed"
 
 
 def test_latency_cell_flags_an_incomplete_run() -> None:
     rows = [row("x", "latency", p99_ms=3.0, sent=2000, completed=1990)]
-    assert report.summarize_cell(rows, METRIC_BY_KEY["latency_p99"]).note == "incomplete"
+    assert bench_report.summarize_cell(rows, METRIC_BY_KEY["latency_p99"]).note == "incomplete"
 
 
 def test_latency_cell_flags_a_producer_that_fell_behind_the_pace() -> None:
     p99 = METRIC_BY_KEY["latency_p99"]
     slow = [row("x", "latency", p99_ms=3.0, sent=600, completed=600, producer_rate=62.7)]
     on_pace = [row("x", "latency", p99_ms=3.0, sent=600, completed=600, producer_rate=199.8)]
-    assert report.summarize_cell(slow, p99, lat_rate=200).note == "producer reached only 63/s"
-    assert report.summarize_cell(on_pace, p99, lat_rate=200).note == ""
+    assert bench_report.summarize_cell(slow, p99, lat_rate=200).note == "producer reached only 63/s"
+    assert bench_report.summarize_cell(on_pace, p99, lat_rate=200).note == ""
 
 
 def test_summarize_keeps_target_order_and_only_measured_modes() -> None:
     rows = [row(LQ, "drain", rate_from_launch=1.0), row("huey", "drain", rate_from_launch=2.0)]
-    summary = report.summarize(rows)
+    summary = bench_report.summarize(rows)
     assert list(summary) == [LQ, "huey"]
     assert set(summary[LQ]) == {"drain", "drain_first"}
 
@@ -115,21 +117,21 @@ def test_summarize_keeps_target_order_and_only_measured_modes() -> None:
 
 
 def test_throughput_ratio_is_ledgerq_over_peer() -> None:
-    assert report.ratio(METRIC_BY_KEY["drain"], 6000.0, 3000.0) == 2.0
+    assert bench_report.ratio(METRIC_BY_KEY["drain"], 6000.0, 3000.0) == 2.0
 
 
 def test_latency_ratio_is_peer_over_ledgerq_so_above_one_is_better() -> None:
-    assert report.ratio(METRIC_BY_KEY["latency_p99"], 2.0, 8.0) == 4.0
+    assert bench_report.ratio(METRIC_BY_KEY["latency_p99"], 2.0, 8.0) == 4.0
 
 
 @pytest.mark.parametrize(("ours", "theirs"), [(None, 1.0), (1.0, None), (1.0, 0.0)])
 def test_ratio_is_none_when_not_comparable(ours: float | None, theirs: float | None) -> None:
-    assert report.ratio(METRIC_BY_KEY["enqueue_bulk"], ours, theirs) is None
+    assert bench_report.ratio(METRIC_BY_KEY["enqueue_bulk"], ours, theirs) is None
 
 
 def test_ratios_cover_peers_only() -> None:
     rows = full_rows(LQ) + full_rows("ledgerq_sqlite") + full_rows("pgqueuer", scale=0.5, p99=10.0)
-    found = report.ratios(report.summarize(rows))
+    found = bench_report.ratios(bench_report.summarize(rows))
     assert list(found) == ["pgqueuer"]
     assert found["pgqueuer"]["drain"] == 2.0
     assert found["pgqueuer"]["latency_p99"] == 2.0
@@ -137,7 +139,7 @@ def test_ratios_cover_peers_only() -> None:
 
 def test_ratios_by_target_cover_every_measured_ledgerq_target() -> None:
     rows = full_rows(REDIS, scale=1.6, p99=4.0) + full_rows(LQ) + full_rows("pgqueuer", 0.8, 8.0)
-    found = report.ratios_by_target(report.summarize(rows))
+    found = bench_report.ratios_by_target(bench_report.summarize(rows))
     assert list(found) == [REDIS, LQ]
     assert list(found[REDIS]) == ["pgqueuer"]
     assert found[REDIS]["pgqueuer"]["drain"] == pytest.approx(9600 / 4800)
@@ -149,14 +151,14 @@ def test_ratios_by_target_cover_every_measured_ledgerq_target() -> None:
 def test_trial_ratios_pair_trial_i_with_trial_i() -> None:
     drain = METRIC_BY_KEY["drain"]
     ours = Cell(6.0, (4.0, 6.0, 9.0), "", (1, 2, 3))
-    assert report.trial_ratios(drain, ours, Cell(3.0, (2.0, 3.0, 3.0), "", (1, 2, 3))) == [
+    assert bench_report.trial_ratios(drain, ours, Cell(3.0, (2.0, 3.0, 3.0), "", (1, 2, 3))) == [
         2.0,
         2.0,
         3.0,
     ]
-    assert report.trial_ratios(drain, ours, Cell(2.0, (2.0, 3.0), "", (1, 2))) == []
+    assert bench_report.trial_ratios(drain, ours, Cell(2.0, (2.0, 3.0), "", (1, 2))) == []
     two = Cell(5.0, (4.0, 6.0), "", (1, 2))
-    assert report.trial_ratios(drain, two, Cell(2.5, (2.0, 3.0), "", (1, 3))) == []
+    assert bench_report.trial_ratios(drain, two, Cell(2.5, (2.0, 3.0), "", (1, 3))) == []
 
 
 # -- rows of a Redis run, three trials (test_bench_targets.py uses them too) ---------------
@@ -218,7 +220,7 @@ def test_json_has_results_ratios_and_targets() -> None:
 
 
 def test_table_has_ledgerq_columns_then_peers_with_ratios() -> None:
-    table = tables.results_table(sample_report())
+    table = bench_tables.results_table(sample_report())
     headers = [str(c.header) for c in table.columns]
     assert headers == [
         "measurement",
@@ -241,16 +243,16 @@ def render(table: Any) -> str:
 
 def test_terminal_tables_of_a_redis_only_run() -> None:
     found = Report.from_rows(redis_only_rows(), {"trials": 3})
-    text = render(tables.results_table(found))
+    text = render(bench_tables.results_table(found))
     assert "4,500" in text and "3,600" in text and "1.25x" in text and "1.80x" in text
     assert "postgresql_redis:" not in text  # one ledgerq target: ratios need no name
-    targets = render(tables.targets_table(found))
+    targets = render(bench_tables.targets_table(found))
     assert "ledgerq/postgresql_redis" in targets and "ledgerq/postgresql " in targets
     assert "1.25x (+4% vs 1.2x)" in targets and "MISSED" in targets
 
 
 def test_markdown_has_figures_ratios_and_targets() -> None:
-    text = tables.markdown(sample_report())
+    text = bench_tables.markdown(sample_report())
     assert "| measurement | unit | ledgerq/postgresql | ledgerq/sqlite | pgqueuer | arq |" in text
     assert "| drain no-op, launch→last | 1.25x | - |" in text
     assert "| drain ≥ 1.0x pgqueuer (launch→last) | met | 1.25x (+25%) |" in text
@@ -262,7 +264,7 @@ def test_markdown_has_figures_ratios_and_targets() -> None:
 
 
 def test_markdown_of_a_redis_only_run_shows_its_ratios_and_targets() -> None:
-    text = tables.markdown(Report.from_rows(redis_only_rows(), {"trials": 3}))
+    text = bench_tables.markdown(Report.from_rows(redis_only_rows(), {"trials": 3}))
     assert "ledgerq/postgresql's ratio" not in text
     assert "ledgerq/postgresql_redis's ratio to each peer (above 1.00x" in text
     assert "| measurement | pgqueuer | dramatiq |" in text
@@ -283,52 +285,61 @@ def test_markdown_of_a_redis_only_run_shows_its_ratios_and_targets() -> None:
     [("drain", 6637.4, "6,637"), ("latency_p99", 3.21, "3.2"), ("latency_p99", 4387.0, "4,387")],
 )
 def test_format_value(metric: str, value: float, shown: str) -> None:
-    assert tables.format_value(METRIC_BY_KEY[metric], value) == shown
+    assert bench_tables.format_value(METRIC_BY_KEY[metric], value) == shown
 
 
 # -- option parsing ------------------------------------------------------------------------
 
 
 def test_only_accepts_aliases_and_keeps_run_order() -> None:
-    assert bench.parse_modes("latency,bulk,drain") == ["enqueue_bulk", "drain", "latency"]
-    assert bench.parse_modes(None) == ["enqueue_single", "enqueue_bulk", "drain", "io", "latency"]
+    assert bench_cmd.parse_modes("latency,bulk,drain") == ["enqueue_bulk", "drain", "latency"]
+    assert bench_cmd.parse_modes(None) == [
+        "enqueue_single",
+        "enqueue_bulk",
+        "drain",
+        "io",
+        "latency",
+    ]
 
 
 def test_unknown_options_are_one_line_errors() -> None:
     with pytest.raises(BenchError, match="unknown measurement"):
-        bench.parse_modes("drain,speed")
+        bench_cmd.parse_modes("drain,speed")
     with pytest.raises(BenchError, match="unknown backend"):
-        bench.parse_backends("oracle")
+        bench_cmd.parse_backends("oracle")
     with pytest.raises(BenchError, match="unknown peer"):
-        bench.parse_peers("rq,kafka", False, ["rq", "huey"])
+        bench_cmd.parse_peers("rq,kafka", False, ["rq", "huey"])
 
 
 def test_backend_and_peer_parsing() -> None:
-    assert bench.parse_backends("pg,mariadb,sqlite") == ["postgresql", "mysql", "sqlite"]
-    assert bench.parse_backends("redis,redis-down") == ["postgresql-redis", "postgresql-redis-down"]
-    assert bench.parse_peers(None, True, ["rq"]) == []
-    assert bench.parse_peers("huey,rq,huey", False, ["rq", "huey"]) == ["huey", "rq"]
+    assert bench_cmd.parse_backends("pg,mariadb,sqlite") == ["postgresql", "mysql", "sqlite"]
+    assert bench_cmd.parse_backends("redis,redis-down") == [
+        "postgresql-redis",
+        "postgresql-redis-down",
+    ]
+    assert bench_cmd.parse_peers(None, True, ["rq"]) == []
+    assert bench_cmd.parse_peers("huey,rq,huey", False, ["rq", "huey"]) == ["huey", "rq"]
 
 
 def test_overlapping_benches_are_refused(tmp_path: Path) -> None:
-    lock = tmp_path / "bench.lock"
+    lock = tmp_path / "bench_cmd.lock"
     with (
-        runner.exclusive(lock),
+        bench_runner.exclusive(lock),
         pytest.raises(BenchError, match="another ledgerq bench is running"),
-        runner.exclusive(lock),
+        bench_runner.exclusive(lock),
     ):
         pass
-    with runner.exclusive(lock):
+    with bench_runner.exclusive(lock):
         pass  # released on exit
 
 
 def test_the_outage_backend_points_its_workers_at_a_closed_redis_port(tmp_path: Path) -> None:
-    up = runner.ledgerq_target("postgresql-redis", "postgresql://h/db", tmp_path)
-    down = runner.ledgerq_target("postgresql-redis-down", "postgresql://h/db", tmp_path)
+    up = bench_runner.ledgerq_target("postgresql-redis", "postgresql://h/db", tmp_path)
+    down = bench_runner.ledgerq_target("postgresql-redis-down", "postgresql://h/db", tmp_path)
     assert (up.key, down.key) == ("ledgerq_postgresql_redis", "ledgerq_postgresql_redis_down")
-    assert up.env["LEDGERQ_REDIS_URL"] == runner.BENCH_REDIS_URL
-    assert down.env["LEDGERQ_REDIS_URL"] == runner.OUTAGE_REDIS_URL
+    assert up.env["LEDGERQ_REDIS_URL"] == bench_runner.BENCH_REDIS_URL
+    assert down.env["LEDGERQ_REDIS_URL"] == bench_runner.OUTAGE_REDIS_URL
     assert down.env["BENCH_LEDGERQ_NAME"] == down.key  # its workers' logs keep apart
-    host, port = "127.0.0.1", int(runner.OUTAGE_REDIS_URL.rsplit(":", 1)[1].split("/")[0])
+    host, port = "127.0.0.1", int(bench_runner.OUTAGE_REDIS_URL.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
         probe.connect((host, port))  # nothing listens there: every Redis call fails at once

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ledgerq.benchmark.report import Report
+from ledgerq.benchmark.bench_report import Report
 from ledgerq.benchmark.targets import TargetResult
 from tests.unit.test_bench_report import (
     DRAMATIQ_DRAIN,

@@ -41,10 +41,10 @@ def test_starting_a_worker_imports_no_other_command_rich_metrics_or_cron() -> No
         "from ledgerq.cli.main import cli\n"
         "worker = cli.get_command(click.Context(cli), 'worker')\n"
         "worker.get_command(click.Context(worker), 'start')\n"
-        "import ledgerq.application, ledgerq.bootstrap\n"
+        "import ledgerq.app.application, ledgerq.app.wiring\n"
         "optional = ('rich', 'pygments', 'prometheus_client', 'croniter')\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in optional\n"
-        "    or m.startswith('ledgerq.cli.commands.') and m != 'ledgerq.cli.commands.worker')\n"
+        "    or m.startswith('ledgerq.cli.commands.') and m != 'ledgerq.cli.commands.worker_cmd')\n"
         "print(loaded)\n"
     )
     result = subprocess.run(

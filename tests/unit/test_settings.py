@@ -7,7 +7,7 @@ import types
 import pytest
 
 import ledgerq
-from ledgerq.config import load_settings
+from ledgerq.config.settings import load_settings
 from ledgerq.core import errors
 
 

@@ -15,7 +15,7 @@ from ledgerq.admin import (
     batches_api,
     dashboard,
     health,
-    limits,
+    limits_api,
     locks_api,
     schedules_api,
     workflows_api,
@@ -85,7 +85,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.include_router(health.router)
     app.include_router(api.router)
     app.include_router(locks_api.router)
-    app.include_router(limits.router)
+    app.include_router(limits_api.router)
     app.include_router(schedules_api.router)
     app.include_router(batches_api.router)
     app.include_router(workflows_api.router)

@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgerq.batching import BatchClient
-from ledgerq.client import Client
 from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
@@ -17,7 +15,9 @@ from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, Qu
 from ledgerq.core.ports import LimitStore
 from ledgerq.core.redaction import mask_value
 from ledgerq.core.schedules import ScheduleAdmin
-from ledgerq.workflows import Workflows
+from ledgerq.producer.batch_builder import BatchClient
+from ledgerq.producer.client import Client
+from ledgerq.producer.workflow_api import Workflows
 
 
 @dataclass

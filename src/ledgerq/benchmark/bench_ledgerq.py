@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledgerq.benchmark import tasks
+from ledgerq.app.task import Task
+from ledgerq.benchmark import bench_tasks
 from ledgerq.store.engine import create_engine
-from ledgerq.task import Task
 
 #: Jobs per ``enqueue_many`` call, as the harness's BULK_CHUNK for every peer's bulk API.
 BULK_CHUNK = 1000
@@ -38,14 +38,14 @@ def backend_label(url: str) -> str:
     return _BACKEND_LABELS.get(scheme, scheme)
 
 
-BACKEND = backend_label(tasks.app.settings.database_url.get_secret_value())
-REDIS_URL = tasks.app.settings.redis_url
+BACKEND = backend_label(bench_tasks.app.settings.database_url.get_secret_value())
+REDIS_URL = bench_tasks.app.settings.redis_url
 #: The harness's name of this target (its workers' log files): the bench's target key when the
 #: bench runs it, so the Redis and the Redis-outage targets keep apart.
 NAME = os.environ.get("BENCH_LEDGERQ_NAME") or (
     f"ledgerq_{BACKEND}" + ("_redis" if REDIS_URL is not None else "")
 )
-_TASKS: dict[str, Task[..., Any]] = {"noop": tasks.noop_task, "sleep": tasks.sleep_task}
+_TASKS: dict[str, Task[..., Any]] = {"noop": bench_tasks.noop_task, "sleep": bench_tasks.sleep_task}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 # The attempts' history goes too: job ids restart, and old rows would shadow the new attempts.
@@ -58,7 +58,7 @@ _CLEAR_SQL = {
 
 def _create_database() -> None:
     """Create the bench database if it is missing (PostgreSQL, MariaDB) or its folder (SQLite)."""
-    url = tasks.app.parts.store.engine.url
+    url = bench_tasks.app.parts.store.engine.url
     name = url.database or ""
     if BACKEND == "sqlite":
         if name and name != ":memory:":
@@ -84,13 +84,13 @@ def _create_database() -> None:
 def setup() -> dict[str, Any]:
     """Create the bench database if missing, then create or upgrade its tables."""
     _create_database()
-    status = tasks.app.migrate()
+    status = bench_tasks.app.migrate()
     return {"backend": BACKEND, "revision": status.current}
 
 
 def reset() -> None:
     """Empty the jobs table and the attempts' history (not timed)."""
-    with tasks.app.parts.store.engine.begin() as conn:
+    with bench_tasks.app.parts.store.engine.begin() as conn:
         for statement in _CLEAR_SQL[BACKEND]:
             conn.exec_driver_sql(statement)
     if REDIS_URL is not None:
@@ -98,7 +98,7 @@ def reset() -> None:
 
         client = redis.Redis.from_url(REDIS_URL.get_secret_value())
         try:
-            keys = list(client.scan_iter(f"{tasks.app.settings.namespace}:*"))
+            keys = list(client.scan_iter(f"{bench_tasks.app.settings.namespace}:*"))
             if keys:
                 client.delete(*keys)
         except redis.ConnectionError:
@@ -109,7 +109,7 @@ def reset() -> None:
 
 def _connect() -> None:
     """Open the pool's first connection, so connection set-up stays out of the timed loop."""
-    with tasks.app.parts.store.engine.connect():
+    with bench_tasks.app.parts.store.engine.connect():
         pass
 
 
@@ -128,7 +128,7 @@ def enqueue_bulk(kind: str, n: int) -> float:
     task = _TASKS[kind]
     _connect()
     started = time.perf_counter()
-    for size in tasks.harness().chunks(n, BULK_CHUNK):
+    for size in bench_tasks.harness().chunks(n, BULK_CHUNK):
         task.enqueue_many([()] * size)
     return time.perf_counter() - started
 
@@ -139,7 +139,7 @@ prefill = enqueue_bulk
 def paced(rate: float, duration: float) -> tuple[int, float]:
     """Enqueue ``lat`` jobs at ``rate`` per second for ``duration`` seconds."""
     _connect()
-    count, elapsed = tasks.harness().paced_sync(tasks.lat_task.enqueue, rate, duration)
+    count, elapsed = bench_tasks.harness().paced_sync(bench_tasks.lat_task.enqueue, rate, duration)
     return int(count), float(elapsed)
 
 
@@ -152,17 +152,17 @@ def worker_cmds(mode: str) -> list[list[str]]:
     argv = [
         *entry,
         "--app",
-        "ledgerq.benchmark.tasks:app",
+        "ledgerq.benchmark.bench_tasks:app",
         "worker",
         "start",
         "--concurrency",
         str(CONCURRENCY),
         "--queues",
-        tasks.QUEUE,
+        bench_tasks.QUEUE,
         "--pin-cpu" if os.environ.get("BENCH_LEDGERQ_PIN_CPU", "1") != "0" else "--no-pin-cpu",
     ]
     return [list(argv) for _ in range(WORKER_PROCESSES)]
 
 
 if __name__ == "__main__":
-    tasks.harness().main(sys.modules[__name__])
+    bench_tasks.harness().main(sys.modules[__name__])

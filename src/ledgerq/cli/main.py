@@ -15,9 +15,9 @@ import click
 import structlog
 
 from ledgerq.cli import logs
-from ledgerq.cli.context import CliContext
+from ledgerq.cli.cli_context import CliContext
 from ledgerq.cli.lazy import LazyGroup
-from ledgerq.config import load_settings
+from ledgerq.config.settings import load_settings
 from ledgerq.core import errors
 from ledgerq.runtime.log_context import merge_job_context
 
@@ -60,19 +60,19 @@ def configure_logging(level: str, fmt: str) -> None:
 _COMMANDS = "ledgerq.cli.commands."
 #: Every top-level command, imported only when it runs (or ``--help`` lists them).
 TOP_LEVEL_COMMANDS = {
-    "batch": _COMMANDS + "batches:group",
-    "bench": _COMMANDS + "bench:command",
-    "config": _COMMANDS + "config:group",
-    "db": _COMMANDS + "db:group",
-    "demo": _COMMANDS + "demo:command",
-    "job": _COMMANDS + "jobs:group",
-    "queue": _COMMANDS + "queue:group",
-    "reconcile": _COMMANDS + "reconcile:command",
-    "schedule": _COMMANDS + "schedule:group",
-    "scheduler": _COMMANDS + "schedule:scheduler_command",
-    "serve": _COMMANDS + "serve:command",
-    "worker": _COMMANDS + "worker:group",
-    "workflow": _COMMANDS + "workflow:group",
+    "batch": _COMMANDS + "batches_cmd:group",
+    "bench": _COMMANDS + "bench_cmd:command",
+    "config": _COMMANDS + "config_cmd:group",
+    "db": _COMMANDS + "db_cmd:group",
+    "demo": _COMMANDS + "demo_cmd:command",
+    "job": _COMMANDS + "jobs_cmd:group",
+    "queue": _COMMANDS + "queue_cmd:group",
+    "reconcile": _COMMANDS + "reconcile_cmd:command",
+    "schedule": _COMMANDS + "schedule_cmd:group",
+    "scheduler": _COMMANDS + "schedule_cmd:scheduler_command",
+    "serve": _COMMANDS + "serve_cmd:command",
+    "worker": _COMMANDS + "worker_cmd:group",
+    "workflow": _COMMANDS + "workflow_cmd:group",
 }
 
 

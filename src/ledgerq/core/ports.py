@@ -381,3 +381,16 @@ class WorkflowSignal(Protocol):
 
     def close(self) -> None:
         """Stop listening and release connections."""
+
+
+class SqlConnection(Protocol):
+    """What ``LedgerQ.transaction`` needs of a caller's database connection (a SQLAlchemy
+    ``Connection`` has it): whether a transaction is open, and beginning one."""
+
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on this connection."""
+        ...
+
+    def begin(self) -> AbstractContextManager[object]:
+        """Begin a transaction, committed when the block ends without an error."""
+        ...

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledgerq.demo import tasks
+from ledgerq.demo import demo_tasks
 
 #: The application the worker processes load.
-WORKER_APP = "ledgerq.demo.tasks:app"
+WORKER_APP = "ledgerq.demo.demo_tasks:app"
 #: Seconds between a worker's looks for retries that came due: short, so a retry runs soon
 #: after its backoff, but not so short that the looks compete with claims for SQLite's lock.
 STAGE_INTERVAL_SECONDS = 0.5
@@ -53,7 +53,7 @@ class WorkerPool:
             "--concurrency",
             str(self.spec.concurrency),
             "--queues",
-            ",".join(tasks.QUEUES),
+            ",".join(demo_tasks.QUEUES),
             "--poll-interval",
             str(STAGE_INTERVAL_SECONDS),
         ]

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ledgerq.task import Task
+from ledgerq.app.task import Task
 
 #: The task that takes every job the shares below leave over.
 MAIN_TASK = "send_sms"

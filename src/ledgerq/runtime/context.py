@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -84,26 +83,26 @@ class JobContext:
         """Ask the handler to wind down."""
         self._stop = True
 
-    def items(self, keys: Iterable[Any]) -> Iterator[str]:
+    def items(self, keys: Iterable[object]) -> Iterator[str]:
         """Iterate over ``keys`` (as strings), skipping those a previous attempt finished; each
         item whose loop body ends without an exception is recorded as done (buffered, see
         ``runtime.items``). Raise ``LeaseLost`` once this attempt no longer owns the job."""
         return self._tracker().iterate(keys)
 
-    def item_done(self, key: Any, result: Any = None, *, tx: object | None = None) -> None:
+    def item_done(self, key: object, result: object = None, *, tx: object | None = None) -> None:
         """Record item ``key`` as done now, with an optional JSON ``result``. With ``tx`` (a
         SQLAlchemy connection to the ledger's database, inside the transaction that wrote the
         item's effect) the record commits or rolls back with the effect: exactly once. Raise
         ``LeaseLost`` if this attempt lost its job, ``ItemAlreadyDone`` if it was recorded."""
         self.items_done([key], tx=tx, results=[result])
 
-    def item_chunks(self, keys: Iterable[Any], size: int = 100) -> Iterator[list[str]]:
+    def item_chunks(self, keys: Iterable[object], size: int = 100) -> Iterator[list[str]]:
         """Like ``items``, in lists of up to ``size`` unfinished keys: write a chunk's
         effects in one transaction with ``items_done(chunk, tx=...)``."""
         return self._tracker().iterate_chunks(keys, size)
 
     def items_done(
-        self, keys: Iterable[Any], *, tx: object | None = None, results: Iterable[Any] = ()
+        self, keys: Iterable[object], *, tx: object | None = None, results: Iterable[object] = ()
     ) -> None:
         """``item_done`` for many keys in one write (``results``, if given, pair up with
         ``keys``)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 from alembic import command
@@ -11,21 +10,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from ledgerq.core.schema import MigrationStatus
 from ledgerq.store.migrations.env_settings import VERSION_TABLE
 from ledgerq.store.transactions import translate_error
-
-
-@dataclass(frozen=True, slots=True)
-class MigrationStatus:
-    """Where a database stands: its revision and the newest one this ledgerq knows."""
-
-    current: str | None
-    head: str
-
-    @property
-    def up_to_date(self) -> bool:
-        """Whether no migration is pending."""
-        return self.current == self.head
 
 
 def _config() -> Config:

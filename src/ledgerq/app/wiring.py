@@ -1,0 +1,370 @@
+"""The composition root: turns Settings into the concrete store, transport and worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, cast
+
+import structlog
+
+from ledgerq.config.settings import Settings
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.limits import FallbackRates
+from ledgerq.core.operations import EventSink
+from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker
+from ledgerq.core.schema import MigrationStatus
+from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.runtime.gate import LimitGate
+from ledgerq.runtime.locks import Locks
+from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
+from ledgerq.runtime.worker import Worker, WorkerOptions
+from ledgerq.store.batches import SqlBatchStore
+from ledgerq.store.engine import create_engine
+from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.items import SqlJobItems
+from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.limits import SqlLimitStore
+from ledgerq.store.locks import SqlLocks
+from ledgerq.store.repair import SqlLedgerRepair
+from ledgerq.store.schedules import SqlScheduleStore
+from ledgerq.store.workflows import SqlWorkflowStore
+from ledgerq.transport.polling import PollingTransport
+
+if TYPE_CHECKING:
+    from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
+    from ledgerq.transport.redis import RedisTransport
+    from ledgerq.transport.redis_locks import RedisLockManager
+
+log = structlog.get_logger("ledgerq.app.wiring")
+
+Driver = Literal["auto", "redis", "dbpoll"]
+
+
+@dataclass
+class Parts:
+    """What one process needs to produce and run jobs."""
+
+    store: SqlJobStore
+    codec: PayloadCodec
+    fleet: SqlFleetAdmin
+    repair: SqlLedgerRepair = field(init=False)
+    limits: SqlLimitStore = field(init=False)
+    items: SqlJobItems = field(init=False)
+    batches: SqlBatchStore = field(init=False)
+    workflows: SqlWorkflowStore = field(init=False)
+    announcer: Transport | None = None
+    """Announces jobs that workflow steps queued (Redis), closed with the parts."""
+
+    def __post_init__(self) -> None:
+        self.repair = SqlLedgerRepair(self.store.engine)
+        self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
+        self.items = SqlJobItems(self.store.engine)
+        self.batches = SqlBatchStore(self.store)
+        self.workflows = SqlWorkflowStore(self.store.engine)
+
+    def migrate(self) -> MigrationStatus:
+        """Bring the ledger's tables to the newest revision."""
+        from ledgerq.store import migrate  # Alembic costs ~0.3 s of import; workers skip it
+
+        return migrate.migrate(self.store.engine)
+
+    def migration_status(self) -> MigrationStatus:
+        """Where the ledger's tables stand."""
+        from ledgerq.store import migrate
+
+        return migrate.status(self.store.engine)
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.store.dispose()
+        if self.announcer is not None:
+            self.announcer.close()
+
+
+def build_parts(settings: Settings) -> Parts:
+    """Create the store and codec of ``settings`` (the engine connects lazily)."""
+    url = settings.database_url.get_secret_value()
+    engine = create_engine(url, pool_size=settings.db_pool_size)
+    relaxed = None
+    if engine.dialect.name == "postgresql":
+        relaxed = create_engine(url, pool_size=2, relaxed=True)
+    store = SqlJobStore(engine, relaxed)
+    parts = Parts(
+        store=store,
+        codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
+        fleet=SqlFleetAdmin(engine),
+    )
+    if settings.redis_url is not None:
+        parts.announcer = transport = redis_transport(settings)
+        callback = _workflow_announcer(transport)
+        store.on_workflow_commit = parts.workflows.on_commit = callback
+    return parts
+
+
+def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:
+    """After a workflow write committed: send the ids of the jobs its steps queued and signal
+    its new events. Either may fail harmlessly (the reconciler re-sends, readers poll)."""
+
+    def announce(commit: WorkflowCommit) -> None:
+        try:
+            if commit.hints:
+                transport.push(commit.hints)
+            if commit.workflow_ids:
+                transport.publish_workflow_events(sorted(commit.workflow_ids))
+        except errors.TransportError as exc:
+            log.info("could not announce a workflow change", error=str(exc))
+
+    return announce
+
+
+def workflow_signal(settings: Settings) -> RedisTransport | None:
+    """The Redis lane that wakes workflow event readers, when Redis is configured."""
+    return redis_transport(settings) if settings.redis_url is not None else None
+
+
+def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpoll", "auto"]:
+    """Check a driver choice against the settings: ``auto`` is Redis with fallback when a
+    Redis URL is set, else ``dbpoll``; ``redis`` needs a URL."""
+    if driver == "redis" and settings.redis_url is None:
+        raise errors.ConfigError("--driver redis needs LEDGERQ_REDIS_URL")
+    if driver == "auto" and settings.redis_url is None:
+        return "dbpoll"
+    return driver
+
+
+def redis_transport(settings: Settings, fallback: PollingTransport | None = None) -> RedisTransport:
+    """A RedisTransport for ``settings`` (the one place that imports the redis adapter)."""
+    from ledgerq.transport.redis import RedisTransport
+
+    assert settings.redis_url is not None
+    return RedisTransport(
+        settings.redis_url.get_secret_value(), namespace=settings.namespace, fallback=fallback
+    )
+
+
+def check_eviction_policy(transport: RedisTransport, *, strict: bool) -> str | None:
+    """Warn loudly (or, ``strict``, refuse) when Redis may evict keys: a hint lost to eviction
+    costs latency until the reconciler re-sends it. Returns the policy seen."""
+    try:
+        policy = transport.eviction_policy()
+    except errors.TransportError as exc:
+        if strict:
+            raise errors.ConfigError(f"--strict: cannot check Redis: {exc}") from None
+        log.warning("Redis is unreachable at start; polling until it answers", error=str(exc))
+        return None
+    if policy is None:
+        log.warning(
+            "cannot read Redis maxmemory-policy (CONFIG GET refused); make sure it is noeviction"
+        )
+    elif policy != "noeviction":
+        message = (
+            f"Redis maxmemory-policy is {policy!r}, not 'noeviction': Redis may evict job ids "
+            "(no job is lost, but each costs up to REQUEUE_AFTER of latency)"
+        )
+        if strict:
+            raise errors.ConfigError(f"--strict: {message}")
+        log.warning("WARNING " + message)
+    return policy
+
+
+def polling_transport(
+    parts: Parts, queues: tuple[str, ...], *, fallback: bool = False
+) -> PollingTransport:
+    """Polling, woken by LISTEN/NOTIFY on PostgreSQL. As Redis's ``fallback``, it listens only
+    once it is first used."""
+    waker: Waker | None = None
+    if parts.store.dialect.name == "postgresql":
+        from ledgerq.store.listener import PgNotifyWaker
+
+        waker = PgNotifyWaker(parts.store.engine, set(queues), lazy=fallback)
+    return PollingTransport(waker)
+
+
+def build_transport(
+    settings: Settings,
+    parts: Parts,
+    queues: tuple[str, ...],
+    *,
+    driver: Driver = "auto",
+    strict: bool = False,
+) -> Transport:
+    """The worker's transport: ``dbpoll``; ``redis``; or ``auto`` (Redis, falling back to
+    polling while Redis fails)."""
+    resolved = resolve_driver(settings, driver)
+    if resolved == "dbpoll":
+        return polling_transport(parts, queues)
+    fallback = polling_transport(parts, queues, fallback=True) if resolved == "auto" else None
+    transport = redis_transport(settings, fallback)
+    try:
+        check_eviction_policy(transport, strict=strict)
+        if resolved == "redis":
+            transport.ping()
+    except errors.LedgerqError:
+        transport.close()
+        raise
+    return transport
+
+
+def producer_transport(settings: Settings) -> Transport:
+    """The producer's transport: Redis when configured (a failing push never fails an
+    enqueue), else nothing to send."""
+    if settings.redis_url is None:
+        return PollingTransport()
+    return redis_transport(settings)
+
+
+def reconcile_policy(settings: Settings) -> ReconcilePolicy:
+    """The reconciler's policy from settings."""
+    return ReconcilePolicy(
+        interval_seconds=settings.reconcile_interval,
+        stuck_after_seconds=settings.stuck_after,
+        requeue_after_seconds=settings.requeue_after,
+        retention_succeeded_seconds=settings.retention_succeeded,
+        retention_failed_seconds=settings.retention_failed,
+        artifact_root=settings.artifact_root,
+        workflow_stuck_after_seconds=settings.workflow_stuck_after,
+    )
+
+
+def build_reconciler(settings: Settings, parts: Parts, transport: Transport) -> Reconciler:
+    """A reconciler for ``ledgerq reconcile``."""
+    return Reconciler(
+        parts.repair,
+        parts.store,
+        transport,
+        reconcile_policy(settings),
+        workflows=parts.workflows,
+    )
+
+
+def build_worker(
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    options: WorkerOptions,
+    events: EventSink | None = None,
+    *,
+    driver: Driver = "auto",
+    strict: bool = False,
+) -> Worker:
+    """A worker wired to the store and transport of ``settings``; ``events`` (optional)
+    receives its JobFinished events (metrics)."""
+    transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
+    # A worker on Redis is woken by stop messages, then reads its stop request from the
+    # database: the message itself carries no authority.
+    control = cast("ControlChannel", transport) if isinstance(transport, _redis_class()) else None
+    return Worker(
+        store=parts.store,
+        transport=transport,
+        registry=registry,
+        codec=parts.codec,
+        options=options,
+        repair=parts.repair,
+        events=events,
+        fleet_store=parts.fleet,
+        control=control,
+        gate=LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),
+        items=parts.items,
+        workflows=parts.workflows,
+    )
+
+
+def rate_backend(settings: Settings, parts: Parts) -> RateLimitBackend:
+    """Where rate windows live: Redis when configured (the database while Redis fails),
+    else the database."""
+    if settings.redis_url is None:
+        return parts.limits
+    from ledgerq.transport.redis import RedisRateLimiter
+
+    redis_limiter = RedisRateLimiter(
+        settings.redis_url.get_secret_value(), namespace=settings.namespace
+    )
+    return FallbackRates(redis_limiter, parts.limits)
+
+
+def _redis_class() -> type:
+    from ledgerq.transport.redis import RedisTransport
+
+    return RedisTransport
+
+
+def control_channel(settings: Settings) -> RedisTransport | None:
+    """The Redis lane for stop requests when Redis is configured (operators' commands)."""
+    return redis_transport(settings) if settings.redis_url is not None else None
+
+
+def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
+    """WorkerOptions from settings, with explicit (non-None) overrides winning. The
+    reconciler runs inside every worker unless ``reconcile=False`` is given."""
+    values: dict[str, object] = {
+        "queues": settings.queues,
+        "concurrency": settings.concurrency,
+        "batch_size": settings.batch_size,
+        "prefetch": settings.prefetch,
+        "poll_interval_seconds": settings.poll_interval,
+        "heartbeat_interval_seconds": settings.heartbeat_interval,
+        "lease_seconds": settings.worker_ttl,
+        "shutdown_grace_seconds": settings.shutdown_grace,
+        "reconcile": reconcile_policy(settings),
+        "health_check_interval_seconds": settings.worker_health_check_interval,
+        "failover_check_interval_seconds": settings.failover_check_interval,
+        "unknown_task_grace_seconds": settings.unknown_task_grace,
+    }
+    if overrides.pop("reconcile", True) is False:
+        values["reconcile"] = None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return WorkerOptions(**values)  # type: ignore[arg-type]
+
+
+def build_locks(settings: Settings, parts: Parts) -> Locks:
+    """``app.lock``'s implementation: the ledger's table, or Redis keys with the ledger's
+    fencing counter (``LOCKS_BACKEND=redis``, which needs ``REDIS_URL``)."""
+    ledger = SqlLocks(parts.store.engine)
+    manager = redis_lock_manager(settings, ledger)
+    return Locks(ledger if manager is None else manager, ledger)
+
+
+def redis_lock_manager(settings: Settings, ledger: SqlLocks) -> RedisLockManager | None:
+    """The Redis lock manager of ``LOCKS_BACKEND=redis`` (``ledger`` issues its fencing
+    tokens), or None with the database backend, whose rows are the locks."""
+    if settings.locks_backend == "database":
+        return None
+    if settings.redis_url is None:
+        raise errors.ConfigError("LEDGERQ_LOCKS_BACKEND=redis needs LEDGERQ_REDIS_URL")
+    from ledgerq.transport.redis_locks import RedisLockManager
+
+    return RedisLockManager(
+        settings.redis_url.get_secret_value(), namespace=settings.namespace, counter=ledger
+    )
+
+
+def build_scheduler(
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    options: SchedulerOptions,
+    *,
+    instance_id: str,
+    on_fired: Callable[[str], None] | None = None,
+) -> Scheduler:
+    """A scheduler on the ledger of ``parts`` whose jobs are announced on the producer
+    transport of ``settings``; ``instance_id`` is recorded as each run's ``executed_by``."""
+    # Imported here: only a process that runs the scheduler needs it (and croniter).
+    from ledgerq.runtime.scheduler import Scheduler, job_for
+
+    return Scheduler(
+        SqlScheduleStore(parts.store),
+        producer_transport(settings),
+        lambda schedule: job_for(registry, schedule),
+        instance_id,
+        options,
+        on_fired,
+    )
+
+
+def schedule_store(parts: Parts) -> SqlScheduleStore:
+    """The schedules of the ledger of ``parts`` (for ``ledgerq schedule``)."""
+    return SqlScheduleStore(parts.store)

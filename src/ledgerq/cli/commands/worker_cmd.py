@@ -1,0 +1,393 @@
+"""``ledgerq worker start``: run a worker process in the foreground until stopped, or with
+``--processes N`` a manager that supervises N of them."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import click
+import structlog
+
+from ledgerq.cli.cli_context import CliContext, pass_cli
+from ledgerq.cli.lazy import LazyGroup
+from ledgerq.core import errors
+from ledgerq.runtime.affinity import CpuClaim, claim_cpu
+from ledgerq.runtime.manager import (
+    EXIT_RECYCLE,
+    PULSE_FD_ENV,
+    PULSE_INTERVAL_SECONDS,
+    Manager,
+    ManagerOptions,
+)
+from ledgerq.runtime.worker import Worker
+
+if TYPE_CHECKING:
+    from ledgerq.app.application import LedgerQ
+    from ledgerq.metrics.exporter import HealthExporter
+    from ledgerq.metrics.prometheus import MetricsHub
+    from ledgerq.runtime.scheduler import Scheduler
+
+
+log = structlog.get_logger("ledgerq.worker")
+
+_FLEET = "ledgerq.cli.commands.fleet_cmd:"
+_CHECKS = "ledgerq.cli.commands.fleet_checks_cmd:"
+
+
+@click.group(
+    "worker",
+    cls=LazyGroup,
+    lazy_commands={
+        "list": _FLEET + "list_workers",
+        "stats": _FLEET + "stats",
+        "health": _FLEET + "health",
+        "stop": _FLEET + "stop",
+        "stop-all": _FLEET + "stop_all",
+        "deregister": _FLEET + "deregister",
+        "cleanup-crashed": _FLEET + "cleanup_crashed",
+        "failover-recovery": _FLEET + "failover_recovery",
+        "validate-pool": _CHECKS + "validate_pool",
+        "validate-config": _CHECKS + "validate_config",
+        "export-config": _CHECKS + "export_config",
+        "resource-stats": _CHECKS + "resource_stats",
+    },
+)
+def group() -> None:
+    """Run and manage workers."""
+
+
+@group.command("start")
+@click.option("--queues", "-q", help="Comma-separated queues (default: LEDGERQ_QUEUES).")
+@click.option("--concurrency", "-c", type=click.IntRange(1, 1024), help="Jobs run at once.")
+@click.option(
+    "--prefetch",
+    type=click.IntRange(0, 10000),
+    help="Jobs claimed ahead of free slots (default: about 20 ms of work, 1-2x the concurrency).",
+)
+@click.option(
+    "--driver",
+    type=click.Choice(["auto", "redis", "dbpoll"]),
+    default="auto",
+    show_default=True,
+    help="Transport: redis takes job ids from Redis; dbpoll polls the database (LISTEN/NOTIFY"
+    " on PostgreSQL); auto is redis with fallback to polling when LEDGERQ_REDIS_URL is set,"
+    " else dbpoll.",
+)
+@click.option(
+    "--strict", is_flag=True, help="Refuse to start if Redis may evict keys (not noeviction)."
+)
+@click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
+@click.option("--once", is_flag=True, help="Run exactly one job, then exit.")
+@click.option("--grace", type=click.FloatRange(0), help="Seconds in-flight jobs get at shutdown.")
+@click.option(
+    "--poll-interval", type=click.FloatRange(0.001), help="Seconds between polls when idle."
+)
+@click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host); with"
+    " --processes N, child i serves on PORT+i.",
+)
+@click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
+@click.option(
+    "--processes", type=click.IntRange(1, 512), help="Supervise N worker processes (a manager)."
+)
+@click.option("--max-jobs", type=click.IntRange(1), help="Recycle a worker process after N jobs.")
+@click.option(
+    "--max-memory",
+    type=click.FloatRange(1),
+    help="Recycle a managed worker process above N MiB resident memory (with --processes).",
+)
+@click.option("--managed", is_flag=True, hidden=True, help="Run as a manager's child.")
+@click.option(
+    "--scheduler",
+    "with_scheduler",
+    is_flag=True,
+    help="Also fire the schedules' ticks (each tick fires once however many run it).",
+)
+@click.option(
+    "--pin-cpu/--no-pin-cpu",
+    default=None,
+    help="Pin each worker process to a CPU no other worker on this host holds (Linux; default:"
+    " LEDGERQ_PIN_CPU, off). Makes I/O-bound jobs cheaper; leave off for workers in separate"
+    " containers sharing CPUs.",
+)
+@pass_cli
+def start(
+    cli: CliContext,
+    queues: str | None,
+    concurrency: int | None,
+    prefetch: int | None,
+    driver: str,
+    strict: bool,
+    burst: bool,
+    once: bool,
+    grace: float | None,
+    poll_interval: float | None,
+    health_port: int | None,
+    health_host: str,
+    processes: int | None,
+    max_jobs: int | None,
+    max_memory: float | None,
+    managed: bool,
+    with_scheduler: bool,
+    pin_cpu: bool | None,
+) -> int:
+    """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
+    period) or a stop request (``worker stop``). Unfinished jobs are put back to ``queued``.
+    With ``--processes N`` a manager runs N workers and restarts crashed ones."""
+    from ledgerq.config.settings import Settings
+
+    if processes is not None:
+        if once:
+            raise click.UsageError("--once runs one job in one process; drop --processes")
+        return _manage(cli, processes, max_memory, health_port)
+    if max_memory is not None:
+        raise click.UsageError("--max-memory needs --processes (the manager recycles)")
+    app = cli.app(tasks_needed=True)
+    _refuse_a_ledger_without_tables(app)
+    cpu_claim = _pin_to_a_cpu(app, pin_cpu)
+    queue_names = Settings._split_queues(queues) if queues else None
+    hub = None
+    if health_port is not None:
+        # Imported only here: a worker that serves no metrics starts without them.
+        from ledgerq.metrics.prometheus import MetricsHub
+
+        hub = MetricsHub()
+        hub.watch_cpu()
+    worker = app.worker(
+        driver=driver,  # type: ignore[arg-type]  # click.Choice checked it
+        strict=strict,
+        events=hub.sink if hub is not None else None,
+        queues=tuple(queue_names) if queue_names else None,
+        concurrency=concurrency,
+        prefetch=prefetch,
+        burst=burst or None,
+        max_jobs=1 if once else max_jobs,
+        shutdown_grace_seconds=grace,
+        poll_interval_seconds=poll_interval,
+        recycle_when_hung=True,
+    )
+    _install_signal_handlers(worker)
+    if managed:
+        _watch_manager(worker)
+    exporter = None
+    if hub is not None and health_port is not None:
+        hub.watch_transport(worker.transport_fallback_active)
+        exporter = _health_exporter(worker, hub, health_host, health_port)
+        exporter.start()
+    scheduler = start_scheduler(app, worker.id, hub) if with_scheduler else None
+    # Everything imported and built so far lives as long as the worker: keep it out of the
+    # garbage collector's full passes, which otherwise stall the running jobs for tens of ms.
+    gc.freeze()
+    try:
+        stats = worker.run()
+    finally:
+        gc.unfreeze()  # in case the CLI runs inside a longer-lived process (tests, embedding)
+        _stop_beside(scheduler, exporter, cpu_claim)
+    if cli.as_json:
+        cli.emit_json(
+            {
+                "worker_id": worker.id,
+                "outcomes": dict(stats.outcomes),
+                "refused": stats.refused,
+                "requeued": stats.requeued,
+                "dropped_hints": stats.dropped_hints,
+            }
+        )
+    if worker.recycle_requested:
+        return _recycle(stop_instead=managed or once or burst or max_jobs is not None)
+    if managed and worker.budget_spent and not worker.stop_requested:
+        return EXIT_RECYCLE  # its job budget is spent: the manager starts a fresh one
+    return 0
+
+
+def _recycle(*, stop_instead: bool) -> int:
+    """End this process's image, so the thread of a timed-out job that is blocked in C dies
+    before it can go on: a managed child (and a --once, --burst or --max-jobs worker) exits
+    with ``EXIT_RECYCLE`` (the manager starts a fresh child); any other worker replaces
+    itself with a fresh one of the same command line (``execv`` ends every thread at once)."""
+    if stop_instead:
+        return EXIT_RECYCLE
+    command = [sys.executable, "-m", "ledgerq.cli.main", *sys.argv[1:]]
+    log.warning("replacing this worker process with a fresh one", pid=os.getpid())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return EXIT_RECYCLE  # not reached
+
+
+def _stop_beside(
+    scheduler: Scheduler | None, exporter: HealthExporter | None, cpu_claim: CpuClaim | None
+) -> None:
+    """Stop what ran beside the worker: its scheduler, its health exporter, its CPU claim."""
+    if scheduler is not None:
+        scheduler.stop()
+    if exporter is not None:
+        exporter.stop()
+    if cpu_claim is not None:
+        cpu_claim.release()
+
+
+def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> HealthExporter:
+    from ledgerq.metrics.exporter import HealthExporter
+
+    def is_alive() -> bool:
+        alive = not worker.stop_requested
+        hub.sink.record_health_check(alive)
+        return alive
+
+    return HealthExporter(host=host, port=port, is_alive=is_alive, render=hub.render)
+
+
+def _child_command(slot: int, health_port: int | None) -> list[str]:
+    """This process's command line, as a manager's child: the same options (and the same
+    LEDGERQ_* environment, inherited) without the manager's own; with ``--health-port P``
+    child ``slot`` serves on ``P + slot`` (or a free port when P is 0)."""
+    args = list(sys.argv[1:])
+    child: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--processes", "--max-memory", "--health-port"):
+            skip = "=" not in arg
+            continue
+        child.append(arg)
+    if health_port is not None:
+        child += ["--health-port", str(health_port + slot if health_port else 0)]
+    return [sys.executable, "-m", "ledgerq.cli.main", *child, "--managed"]
+
+
+def _manage(
+    cli: CliContext, processes: int, max_memory: float | None, health_port: int | None
+) -> int:
+    if health_port is not None and health_port + processes - 1 > 65535:
+        raise click.UsageError("--health-port + --processes runs past port 65535")
+    settings = cli.app().settings
+    manager = Manager(
+        lambda slot: _child_command(slot, health_port),
+        ManagerOptions(
+            processes=processes,
+            max_memory_mb=max_memory,
+            stop_timeout_seconds=settings.shutdown_grace + 30,
+            # Dead before its leases run out, so a hung body never outlives its failover.
+            hang_after_seconds=settings.worker_ttl / 2,
+        ),
+        on_crash=lambda pid, how: fail_over_child(cli.app(), pid, how),
+    )
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        manager.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return manager.run()
+
+
+def fail_over_child(app: LedgerQ, pid: int, how: str) -> None:
+    """A managed child crashed: fail its worker over now (its jobs back to ``queued``,
+    fenced, recorded with the manager as the trigger) rather than after WORKER_TTL, and
+    announce the jobs put back. A failure only costs time: the fleet's lifeline still fails
+    the worker over once its heartbeat is older than the TTL."""
+    host = socket.gethostname()
+    detected_by = f"manager {host}:{os.getpid()}: child {pid} {how}"
+    parts = app.parts
+    try:
+        events = parts.fleet.fail_over_process(hostname=host, pid=pid, detected_by=detected_by)
+    except errors.LedgerqError as exc:
+        log.warning("could not fail over a crashed worker process", pid=pid, error=str(exc))
+        return
+    for event in events:
+        log.warning(
+            "crashed worker process failed over",
+            pid=pid,
+            how=how,
+            dead_worker=event.worker_id,
+            requeued=len(event.requeued),
+            dead_jobs=len(event.dead),
+            took_ms=round(event.duration_ms, 1),
+        )
+    requeued = [job_id for event in events for job_id in event.requeued]
+    if requeued and parts.announcer is not None:
+        try:
+            parts.announcer.push(parts.store.hints_for(requeued))
+        except errors.LedgerqError as exc:
+            log.warning("could not announce failed-over jobs", error=str(exc))
+
+
+def _refuse_a_ledger_without_tables(app: LedgerQ) -> None:
+    """A ledger without tables is a set-up mistake: say so and stop (``StoreError``) rather
+    than retry forever. A database that is down is an outage: the worker waits for it."""
+    with contextlib.suppress(errors.StoreUnavailable):
+        app.parts.store.check_tables()
+
+
+def _pin_to_a_cpu(app: LedgerQ, pin_cpu: bool | None) -> CpuClaim | None:
+    """With ``--pin-cpu`` (or ``LEDGERQ_PIN_CPU``), pin this worker process to a free CPU (see
+    ``runtime/affinity.py``) and say which."""
+    if not (app.settings.pin_cpu if pin_cpu is None else pin_cpu):
+        return None
+    claim = claim_cpu()
+    if claim is None:
+        log.warning("could not pin to a CPU: none free for this worker, or no CPU affinity here")
+    else:
+        log.info("pinned to a CPU", cpu=claim.cpu)
+    return claim
+
+
+def _install_signal_handlers(worker: Worker) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        # The first signal asks for a graceful stop, the second skips the grace period.
+        worker.request_stop(immediate=worker.stop_requested)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _watch_manager(worker: Worker) -> None:
+    """A manager's child pulses to its manager (see ``runtime/manager.py``: one that falls
+    silent is killed as hung) and stops gracefully once its manager is gone (killed with
+    SIGKILL, it could not stop its children, which would otherwise run on unsupervised: the
+    kernel then makes another process their parent). It pulses until the process exits, so a
+    graceful stop's grace period is not taken for a hang."""
+    manager = os.getppid()
+    raw_fd = os.environ.pop(PULSE_FD_ENV, None)
+    pulse_fd = int(raw_fd) if raw_fd is not None and raw_fd.isdigit() else None
+
+    def watch() -> None:
+        nonlocal pulse_fd
+        while True:
+            if pulse_fd is not None:
+                try:
+                    os.write(pulse_fd, b".")
+                except OSError:
+                    pulse_fd = None  # the manager is gone: the check below stops the worker
+            if not worker.stop_requested and os.getppid() != manager:
+                log.warning("the manager is gone; stopping", manager_pid=manager)
+                worker.request_stop()
+            time.sleep(PULSE_INTERVAL_SECONDS)
+
+    threading.Thread(target=watch, name="ledgerq-manager-watch", daemon=True).start()
+
+
+def start_scheduler(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
+    """For ``worker start --scheduler``: store the application's schedules and fire ticks on a
+    background thread, recording the worker's id as ``executed_by`` (and counting ticks in
+    ``hub`` if the worker serves metrics). Stop it with ``stop``."""
+    on_fired = hub.sink.count_tick if hub is not None else None
+    scheduler = app.scheduler(instance_id=worker_id, on_fired=on_fired)
+    scheduler.declare(list(app.schedules.values()))
+    scheduler.start()
+    return scheduler

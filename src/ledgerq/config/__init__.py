@@ -1,0 +1,1 @@
+"""Settings, read once from arguments, ``LEDGERQ_*`` variables and ``.env`` (``settings``)."""

@@ -1,0 +1,165 @@
+"""Client: the producer-side facade. Validates job requests, inserts them, and looks jobs up."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.job import (
+    EnqueueResult,
+    Job,
+    JobHint,
+    NewJob,
+    check_dedupe_window,
+    check_delay,
+    check_queue_name,
+)
+from ledgerq.core.operations import EventSink, JobsEnqueued
+from ledgerq.core.ports import JobStore, Transport
+from ledgerq.core.states import JobState
+from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.core.validation import check_job_id, check_seconds, check_text
+
+MAX_PRIORITY = 32767
+
+
+class Client:
+    """Enqueue, inspect, cancel and retry jobs. Holds no connection of its own."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        transport: Transport,
+        registry: TaskRegistry,
+        codec: PayloadCodec,
+        events: EventSink | None = None,
+    ) -> None:
+        """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit."""
+        self.store = store
+        self._events = events
+        self._transport = transport
+        self._registry = registry
+        self._codec = codec
+        self.unannounced = 0
+        """Hints this client could not send (their jobs wait for the reconciler)."""
+
+    def build(
+        self,
+        task: str | TaskSpec,
+        args: Sequence[object] = (),
+        kwargs: dict[str, object] | None = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay: float = 0.0,
+        run_at: datetime | None = None,
+        dedupe_key: str | None = None,
+        dedupe_for: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        held: bool = False,
+        expires_at: datetime | None = None,
+    ) -> NewJob:
+        """Validate one job request; raise an ``InvalidJob`` subclass or ``TaskNotRegistered``.
+        ``dedupe_for`` keeps ``dedupe_key`` taken for that window after the enqueue, even once
+        the job finished (see docs/coordination.md)."""
+        spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
+        check_delay(delay)
+        if priority is not None and not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+            raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {priority}")
+        if max_attempts is not None and max_attempts < 1:
+            raise errors.InvalidJob(f"max_attempts must be at least 1, got {max_attempts}")
+        if timeout is not None:
+            check_seconds(timeout, what="timeout")
+        if dedupe_key is not None:
+            check_text(dedupe_key, what="dedupe_key", max_length=255)
+        if run_at is not None and delay:
+            raise errors.InvalidSchedule("give either delay or run_at, not both")
+        return NewJob(
+            task=spec.name,
+            # An empty --queue is a mistake, not "the task's queue".
+            queue=check_queue_name(spec.queue if queue is None else queue),
+            args_json=self._codec.encode_args(tuple(args), kwargs or {}),
+            priority=spec.priority if priority is None else priority,
+            max_attempts=spec.retry.max_attempts if max_attempts is None else max_attempts,
+            delay_seconds=delay,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            dedupe_for_seconds=check_dedupe_window(dedupe_for, dedupe_key),
+            timeout_seconds=timeout,
+            held=held,
+            expires_at=expires_at,
+        )
+
+    def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[EnqueueResult]:
+        """Insert ``jobs`` in one bulk write. With ``tx`` (a connection inside the caller's
+        transaction) the jobs exist only if that transaction commits. Their ids go to the
+        transport once the rows committed; a transport failure never fails the enqueue."""
+
+        def committed(results: list[EnqueueResult]) -> None:
+            accepted = [
+                (job, result)
+                for job, result in zip(jobs, results, strict=True)
+                if not result.duplicate
+            ]
+            self.announce(
+                [
+                    JobHint(result.job_id, job.queue, job.priority)
+                    for job, result in accepted
+                    if job.initial_state is JobState.QUEUED
+                ]
+            )
+            # Counted only once committed: inside the caller's transaction they may roll back.
+            if self._events is not None:
+                for queue, count in Counter(job.queue for job, _ in accepted).items():
+                    self._events.emit(JobsEnqueued(queue, count))
+
+        return self.store.insert_jobs(jobs, connection=tx, on_commit=committed)
+
+    def announce(self, hints: Sequence[JobHint]) -> None:
+        """Send hints of committed queued jobs; if the transport fails, the jobs are still in
+        the ledger and the reconciler sends them later (a lost hint only costs latency)."""
+        if not hints:
+            return
+        try:
+            self._transport.push(hints)
+        except errors.TransportError:
+            self.unannounced += len(hints)
+
+    def get(self, job_id: int) -> Job:
+        """Return the job or raise ``JobNotFound``."""
+        return self.store.get_job(check_job_id(job_id))
+
+    def list(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Newest jobs first, filtered by every given argument (``InvalidJob`` for a filter
+        no job could match: empty, control characters, invalid Unicode)."""
+        for what, value in (("queue", queue), ("task", task)):
+            if value is not None:
+                check_text(value, what=f"{what} filter", max_length=200)
+        return self.store.list_jobs(state=state, queue=queue, task=task, limit=limit)
+
+    def cancel(self, job_id: int) -> Job:
+        """Cancel a job that has not finished."""
+        return self.store.cancel_job(check_job_id(job_id))
+
+    def start(self, job_id: int) -> Job:
+        """Start a held job: it is queued now (``InvalidTransition`` if it is not held)."""
+        job = self.store.start_job(check_job_id(job_id))
+        self.announce([job.hint])
+        return job
+
+    def retry(self, job_id: int) -> Job:
+        """Run a failed, dead or cancelled job again now."""
+        job = self.store.retry_job(check_job_id(job_id))
+        self.announce([job.hint])
+        return job
