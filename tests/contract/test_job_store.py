@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.core.job import Claim, NewJob
@@ -14,29 +13,18 @@ from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
+from tests.helpers import wait_until
 
 S = JobState
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[SqlJobStore]:
-    engine = create_engine(database_url)
-    yield SqlJobStore(engine)
-    engine.dispose()
+def store(engine: sa.Engine) -> SqlJobStore:
+    return SqlJobStore(engine)
 
 
 def new(queue: str = "q", **kw: object) -> NewJob:
     return NewJob(task="t", queue=queue, args_json='{"args":[],"kwargs":{}}', **kw)  # type: ignore[arg-type]
-
-
-def wait_until(predicate, timeout: float = 10.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
 
 
 def test_insert_returns_ids_in_order_and_jobs_start_queued(store: SqlJobStore) -> None:

@@ -1,4 +1,4 @@
-"""The Transport contract, run against every implementation (polling and Redis), plus what the
+"""The Transport contract, run against every implementation (``TRANSPORTS``), plus what the
 Redis transport adds: priority order, one entry per id, garbage dropped and counted,
 namespaces and database numbers kept apart, and the fallback to polling and back."""
 
@@ -18,17 +18,6 @@ from ledgerq.transport.polling import PollingTransport
 from ledgerq.transport.redis import RedisTransport
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer
-
-
-@pytest.fixture(params=["polling", "redis"])
-def transport(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[Transport]:
-    made: Transport
-    if request.param == "polling":
-        made = PollingTransport()
-    else:
-        made = RedisTransport(redis_server.url, namespace="contract")
-    yield made
-    made.close()
 
 
 def test_push_then_pull_never_invents_ids(transport: Transport) -> None:

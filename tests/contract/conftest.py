@@ -1,0 +1,230 @@
+"""The registry of every implementation of each port, and the fixtures that run a contract
+module once per implementation (see README.md in this folder).
+
+Store ports run on every database of ``tests.conftest.BACKENDS`` through its ``backend``
+fixture; the other ports have their registry here. A new database or backend is one entry:
+a name and a factory that builds the implementation for one test, isolated like the rest
+(a schema or database of its own, a private redis-server, a fresh queue or namespace).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import pytest
+import sqlalchemy as sa
+
+from ledgerq.core import limits
+from ledgerq.core.job import NewJob
+from ledgerq.core.locks import LockManager
+from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker, WorkflowSignal
+from ledgerq.store.engine import create_engine
+from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.limits import SqlLimitStore
+from ledgerq.store.listener import PgNotifyWaker
+from ledgerq.store.locks import SqlLocks
+from ledgerq.transport.polling import PollingTransport
+from ledgerq.transport.redis import RedisRateLimiter, RedisTransport
+from ledgerq.transport.redis_locks import RedisLockManager
+from tests.conftest import BACKENDS
+from tests.redis_server import RedisServer
+
+Request = pytest.FixtureRequest
+
+
+def _redis(request: Request) -> RedisServer:
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return server
+
+
+def _engine(request: Request, backend: str) -> sa.Engine:
+    """A fresh migrated ledger of ``backend``, disposed of after the test."""
+    made = create_engine(request.getfixturevalue("make_database_url")(backend))
+    request.addfinalizer(made.dispose)
+    return made
+
+
+def _namespace() -> str:
+    return f"contract-{secrets.token_hex(4)}"
+
+
+# -- Transport ------------------------------------------------------------------------------
+
+TRANSPORTS: dict[str, Callable[[Request], Transport]] = {
+    "polling": lambda request: PollingTransport(),
+    "redis": lambda request: RedisTransport(_redis(request).url, namespace=_namespace()),
+}
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def transport(request: Request) -> Iterator[Transport]:
+    """Each Transport in turn."""
+    made = TRANSPORTS[request.param](request)
+    yield made
+    made.close()
+
+
+# -- fast lanes: ControlChannel and WorkflowSignal ------------------------------------------
+
+
+class PubSub(ControlChannel, WorkflowSignal, Protocol):
+    """Both fast lanes, as the Redis transport carries them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A pub/sub lane under test: two ends of it (``publisher`` and ``subscriber``, as two
+    processes would hold) and ``outage``, which makes its server unreachable."""
+
+    publisher: PubSub
+    subscriber: PubSub
+    outage: Callable[[], None]
+
+
+def _redis_lane(request: Request) -> Lane:
+    server = _redis(request)
+    namespace = _namespace()
+    ends = [RedisTransport(server.url, namespace=namespace) for _ in range(2)]
+    for end in ends:
+        request.addfinalizer(end.close)
+    return Lane(ends[0], ends[1], server.kill)
+
+
+#: Implementations of ControlChannel (stop wake-ups). Polling has none: stops are read from
+#: the database on the worker's heartbeat.
+CONTROL_CHANNELS: dict[str, Callable[[Request], Lane]] = {"redis": _redis_lane}
+
+#: Implementations of WorkflowSignal. Without one, feed readers poll the event table.
+WORKFLOW_SIGNALS: dict[str, Callable[[Request], Lane]] = {"redis": _redis_lane}
+
+
+@pytest.fixture(params=sorted(CONTROL_CHANNELS))
+def control_lane(request: Request) -> Lane:
+    """Each ControlChannel in turn."""
+    return CONTROL_CHANNELS[request.param](request)
+
+
+@pytest.fixture(params=sorted(WORKFLOW_SIGNALS))
+def signal_lane(request: Request) -> Lane:
+    """Each WorkflowSignal in turn."""
+    return WORKFLOW_SIGNALS[request.param](request)
+
+
+# -- Waker ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeable:
+    """A Waker listening for ``queue``, and ``enqueue(queue)``, which commits a job there."""
+
+    waker: Waker
+    queue: str
+    enqueue: Callable[[str], None]
+
+
+def _pg_notify(request: Request) -> Wakeable:
+    engine = _engine(request, "postgresql")
+    store = SqlJobStore(engine)
+    # The tests' ledgers share one PostgreSQL database and so its NOTIFYs: a queue of its own.
+    queue = f"wake-{secrets.token_hex(4)}"
+    waker = PgNotifyWaker(engine, {queue})
+    request.addfinalizer(waker.close)
+
+    def enqueue(name: str) -> None:
+        store.insert_jobs([new_job(name)])
+
+    return Wakeable(waker, queue, enqueue)
+
+
+def new_job(queue: str) -> NewJob:
+    """A job of task ``t`` with no arguments."""
+    return NewJob(task="t", queue=queue, args_json='{"args":[],"kwargs":{}}')
+
+
+#: Implementations of Waker. SQLite and MariaDB have none: their fetchers poll.
+WAKERS: dict[str, Callable[[Request], Wakeable]] = {"postgresql-notify": _pg_notify}
+
+
+@pytest.fixture(params=sorted(WAKERS))
+def wakeable(request: Request) -> Wakeable:
+    """Each Waker in turn."""
+    return WAKERS[request.param](request)
+
+
+# -- LockManager ----------------------------------------------------------------------------
+
+#: Implementations of LockManager over the ledger's ``SqlLocks`` (which is also the
+#: FencingCounter and the LockGuard of both).
+LOCK_MANAGERS: dict[str, Callable[[Request, SqlLocks], LockManager]] = {
+    "database": lambda request, ledger: ledger,
+    "redis": lambda request, ledger: RedisLockManager(
+        _redis(request).url, namespace=_namespace(), counter=ledger
+    ),
+}
+
+
+@pytest.fixture(params=sorted(LOCK_MANAGERS))
+def lock_manager(request: Request, engine: sa.Engine) -> Iterator[LockManager]:
+    """Each LockManager in turn, on the current database."""
+    made = LOCK_MANAGERS[request.param](request, SqlLocks(engine))
+    yield made
+    made.close()
+
+
+# -- RateLimitBackend -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RateBackends:
+    """Two clients of one rate-limit backend (two processes sharing the limits) and the
+    rate its contention test hammers (a rate the backend keeps up with on this machine)."""
+
+    first: RateLimitBackend
+    second: RateLimitBackend
+    hot_rate: limits.Rate
+
+
+def _sql_rates(backend: str) -> Callable[[Request], RateBackends]:
+    def make(request: Request) -> RateBackends:
+        url = request.getfixturevalue("make_database_url")(backend)
+        engines = [create_engine(url), create_engine(url)]
+        for made in engines:
+            request.addfinalizer(made.dispose)
+        first, second = (SqlLimitStore(e) for e in engines)
+        return RateBackends(first, second, limits.Rate(5, 0.5))
+
+    return make
+
+
+def _redis_rates(request: Request) -> RateBackends:
+    url, namespace = _redis(request).url, _namespace()
+    first, second = (RedisRateLimiter(url, namespace=namespace) for _ in range(2))
+    request.addfinalizer(first.close)
+    request.addfinalizer(second.close)
+    return RateBackends(first, second, limits.Rate(50, 0.5))
+
+
+RATE_BACKENDS: dict[str, Callable[[Request], RateBackends]] = {
+    **{backend: _sql_rates(backend) for backend in BACKENDS},
+    "redis": _redis_rates,
+}
+
+
+@pytest.fixture(params=sorted(RATE_BACKENDS))
+def rate_backends(request: Request) -> RateBackends:
+    """Each RateLimitBackend in turn, as two clients."""
+    return RATE_BACKENDS[request.param](request)
+
+
+# -- store ports ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[sa.Engine]:
+    """An engine on a fresh ledger of the current database (``backend``)."""
+    made = create_engine(database_url)
+    yield made
+    made.dispose()
