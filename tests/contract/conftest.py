@@ -10,6 +10,8 @@ a name and a factory that builds the implementation for one test, isolated like 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,6 +32,7 @@ from ledgerq.transport.polling import PollingTransport
 from ledgerq.transport.redis import RedisRateLimiter, RedisTransport
 from ledgerq.transport.redis_locks import RedisLockManager
 from tests.conftest import BACKENDS
+from tests.helpers import wait_until
 from tests.redis_server import RedisServer
 
 Request = pytest.FixtureRequest
@@ -91,6 +94,30 @@ def _redis_lane(request: Request) -> Lane:
     for end in ends:
         request.addfinalizer(end.close)
     return Lane(ends[0], ends[1], server.kill)
+
+
+class Inbox:
+    """What a subscriber's handler received, with the thread each call came from."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+        self.threads: set[threading.Thread] = set()
+
+    def handler(self, *args: object) -> None:
+        """The subscriber's handler: records ``args``."""
+        self.threads.add(threading.current_thread())
+        self.calls.append(args)
+
+    def deliver(self, publish: Callable[[], None], expected: tuple[object, ...]) -> None:
+        """Publish until ``expected`` arrives: a subscription starts in the background, so
+        the first messages may go out before it listens (fast lanes promise no delivery)."""
+
+        def arrived() -> bool:
+            publish()
+            time.sleep(0.05)
+            return expected in self.calls
+
+        wait_until(arrived, timeout=10, what=f"{expected} delivered")
 
 
 #: Implementations of ControlChannel (stop wake-ups). Polling has none: stops are read from
