@@ -19,21 +19,27 @@ from typing import Protocol
 import pytest
 import sqlalchemy as sa
 
-from ledgerq.core import limits
+from ledgerq.core import fleet, limits
 from ledgerq.core.job import NewJob
 from ledgerq.core.locks import LockManager
+from ledgerq.core.operations import EventSink, FleetView, ProbeResult
 from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker, WorkflowSignal
+from ledgerq.metrics.prometheus import MetricsHub
+from ledgerq.operations import RegistryFleetView
 from ledgerq.store.engine import create_engine
+from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.limits import SqlLimitStore
 from ledgerq.store.listener import PgNotifyWaker
 from ledgerq.store.locks import SqlLocks
+from ledgerq.store.queues import SqlQueueControls
 from ledgerq.transport.polling import PollingTransport
+from ledgerq.transport.probe import RedisPingProbe
 from ledgerq.transport.redis import RedisRateLimiter, RedisTransport
 from ledgerq.transport.redis_locks import RedisLockManager
 from tests.conftest import BACKENDS
 from tests.helpers import wait_until
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, free_port
 
 Request = pytest.FixtureRequest
 
@@ -244,6 +250,98 @@ RATE_BACKENDS: dict[str, Callable[[Request], RateBackends]] = {
 def rate_backends(request: Request) -> RateBackends:
     """Each RateLimitBackend in turn, as two clients."""
     return RATE_BACKENDS[request.param](request)
+
+
+# -- operations: FleetView, HealthProbe, EventSink ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """A FleetView, and ``see(worker_id, running_jobs)``, which makes a worker known now."""
+
+    view: FleetView
+    see: Callable[[str, int], None]
+
+
+def _jobs_fleet(engine: sa.Engine) -> Fleet:
+    store = SqlJobStore(engine)
+
+    def see(worker_id: str, running_jobs: int) -> None:
+        store.insert_jobs([new_job("q")] * running_jobs)
+        store.claim_jobs(queues=["q"], worker_id=worker_id, limit=running_jobs, lease_seconds=60)
+
+    return Fleet(SqlQueueControls(engine), see)
+
+
+def _registry_fleet(engine: sa.Engine) -> Fleet:
+    admin = SqlFleetAdmin(engine)
+
+    def see(worker_id: str, running_jobs: int) -> None:
+        admin.register_worker(fleet.Registration(worker_id, "h", 1, ("q",), 4, "1"))
+        admin.heartbeat_worker(worker_id, fleet.Pulse(running_jobs, 0, None))
+
+    return Fleet(RegistryFleetView(admin), see)
+
+
+#: Implementations of FleetView: derived from running jobs, or the worker registry.
+FLEET_VIEWS: dict[str, Callable[[sa.Engine], Fleet]] = {
+    "jobs": _jobs_fleet,
+    "registry": _registry_fleet,
+}
+
+
+@pytest.fixture(params=sorted(FLEET_VIEWS))
+def fleet_view(request: Request, engine: sa.Engine) -> Fleet:
+    """Each FleetView in turn, on the current database."""
+    return FLEET_VIEWS[request.param](engine)
+
+
+@dataclass(frozen=True, slots=True)
+class Probes:
+    """One health check of a dependency that answers, and one of a dependency that does not."""
+
+    up: Callable[[], ProbeResult]
+    down: Callable[[], ProbeResult]
+
+
+def _database_probes(backend: str, unreachable: str) -> Callable[[Request], Probes]:
+    def make(request: Request) -> Probes:
+        dead = create_engine(unreachable)
+        request.addfinalizer(dead.dispose)
+        up = SqlQueueControls(_engine(request, backend)).check_database
+        return Probes(up, SqlQueueControls(dead).check_database)
+
+    return make
+
+
+def _redis_probes(request: Request) -> Probes:
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    return Probes(RedisPingProbe(_redis(request).url).check, RedisPingProbe(dead).check)
+
+
+#: Implementations of HealthProbe's check (the database one is ``check_database``).
+HEALTH_PROBES: dict[str, Callable[[Request], Probes]] = {
+    "sqlite": _database_probes("sqlite", "sqlite:////nonexistent/ledger.db"),
+    "postgresql": _database_probes("postgresql", "postgresql://nobody@127.0.0.1:1/none"),
+    "mysql": _database_probes("mysql", "mariadb://root@127.0.0.1:1/none"),
+    "redis": _redis_probes,
+}
+
+
+@pytest.fixture(params=sorted(HEALTH_PROBES))
+def probes(request: Request) -> Probes:
+    """Each HealthProbe in turn."""
+    return HEALTH_PROBES[request.param](request)
+
+
+#: Implementations of EventSink.
+EVENT_SINKS: dict[str, Callable[[], EventSink]] = {"prometheus": lambda: MetricsHub().sink}
+
+
+@pytest.fixture(params=sorted(EVENT_SINKS))
+def event_sink(request: Request) -> EventSink:
+    """Each EventSink in turn."""
+    return EVENT_SINKS[request.param]()
 
 
 # -- store ports ----------------------------------------------------------------------------
