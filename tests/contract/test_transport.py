@@ -54,6 +54,22 @@ def test_interrupt_ends_a_blocked_pull_at_once(transport: Transport) -> None:
     assert returned.wait(5), "interrupt did not wake the pull"
 
 
+def test_an_interrupt_before_a_pull_ends_that_pull_at_once(transport: Transport) -> None:
+    transport.interrupt()
+    began = time.monotonic()
+    assert transport.pull(queues=["default"], limit=5, timeout=30) == []
+    assert time.monotonic() - began < 5
+
+
+def test_a_healthy_transport_is_not_in_fallback_and_times_its_server(
+    transport: Transport,
+) -> None:
+    assert transport.fallback_active is False
+    # None: no server of its own (polling); else one round trip to it, in seconds.
+    seconds = transport.round_trip_seconds()
+    assert seconds is None or 0 < seconds < 5
+
+
 def test_pull_waits_for_a_push_from_another_thread(transport: Transport) -> None:
     if not transport.carries_ids():
         pytest.skip("polling carries no ids")
