@@ -16,4 +16,4 @@ def test_a_check_of_an_unreachable_dependency_fails_with_a_reason_and_never_rais
 ) -> None:
     result = probes.down()
     assert not result.ok and result.name == probes.up().name
-    assert 0 < len(result.detail) <= 200
+    assert result.detail
