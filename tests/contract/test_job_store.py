@@ -291,3 +291,48 @@ def test_hints_name_only_the_jobs_queued_now(store: SqlJobStore) -> None:
     hints = store.hints_for([*ids, 10_000_000])
     assert len(hints) == 2 and set(hints) == {JobHint(ids[0], "q", 3), JobHint(ids[2], "b", 0)}
     assert store.hints_for([]) == []
+
+
+def test_group_writes_answer_each_item_in_the_callers_order(store: SqlJobStore) -> None:
+    ids = [r.job_id for r in store.insert_jobs([new() for _ in range(4)])]
+    store.claim_jobs(queues=["q"], worker_id="w", limit=4, lease_seconds=30)
+    fresh = [Claim(i, 1) for i in reversed(ids)]  # not in id order
+    stale = [Claim(i, 2) for i in reversed(ids)]
+    mixed = [fresh[0], stale[1], fresh[2], stale[3]]
+    assert store.heartbeat_jobs(mixed, lease_seconds=30) == [True, False, True, False]
+    assert store.mark_started([(c, 0.0) for c in mixed]) == [True, False, True, False]
+    assert store.requeue_jobs([stale[0], fresh[3]]) == [False, True]
+    done = [
+        Completion(fresh[1], S.SUCCEEDED, result_json="1"),
+        Completion(stale[2], S.SUCCEEDED, result_json="2"),
+        Completion(fresh[0], S.FAILED, error_json="{}", retry_delay_seconds=60),
+        Completion(fresh[3], S.SUCCEEDED),  # requeued above: no longer running
+    ]
+    assert store.complete_jobs(done) == [True, False, True, False]
+    states = [store.get_job(i).state for i in reversed(ids)]
+    assert states == [S.FAILED, S.SUCCEEDED, S.RUNNING, S.QUEUED]
+
+
+TRICKY_TEXTS = ['"quoted"', "back\\slash", "{braces},commas", "NULL", "", "ünïcode ✓", 'a\\"b']
+
+
+def test_results_and_errors_of_any_text_survive_a_group_completion(store: SqlJobStore) -> None:
+    count = len(TRICKY_TEXTS) + 1
+    store.insert_jobs([new() for _ in range(2 * count)])
+    claimed = store.claim_jobs(queues=["q"], worker_id="w", limit=2 * count, lease_seconds=30)
+    texts: list[str | None] = [*TRICKY_TEXTS, None]
+    results, errors_ = claimed[:count], claimed[count:]
+    done = [
+        *(
+            Completion(Claim(job.id, job.attempt), S.SUCCEEDED, result_json=text)
+            for job, text in zip(results, texts, strict=True)
+        ),
+        *(
+            Completion(Claim(job.id, job.attempt), S.DEAD, error_json=text)
+            for job, text in zip(errors_, texts, strict=True)
+        ),
+    ]
+    # On PostgreSQL this runs the driver's one-statement group completion.
+    assert store.complete_jobs(done) == [True] * 2 * count
+    assert [store.get_job(job.id).result_json for job in results] == texts
+    assert [store.get_job(job.id).error_json for job in errors_] == texts
