@@ -47,6 +47,7 @@ def test_concurrency_slots(stores: tuple[SqlJobStore, SqlLimitStore, SqlLimitSto
     assert second.acquire_slot(name="concurrency:other", limit=1, claim=c)
     assert first.count_slots("concurrency:t") == 2
     first.release_slot(name="concurrency:t", claim=a)
+    first.release_slot(name="concurrency:t", claim=a)  # holding none: no error
     assert second.acquire_slot(name="concurrency:t", limit=2, claim=c)
     assert not first.acquire_slot(name="concurrency:t", limit=2, claim=a)
 
