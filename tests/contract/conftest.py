@@ -62,9 +62,23 @@ def _namespace() -> str:
 
 # -- Transport ------------------------------------------------------------------------------
 
+
+def _polling_woken(request: Request) -> Transport:
+    """The ``dbpoll`` driver on PostgreSQL: polling, woken by LISTEN/NOTIFY."""
+    engine = _engine(request, "postgresql")
+    return PollingTransport(PgNotifyWaker(engine, {f"wake-{secrets.token_hex(4)}"}))
+
+
+def _redis_with_fallback(request: Request) -> Transport:
+    """The ``redis`` driver as workers run it: polling the database while Redis is away."""
+    return RedisTransport(_redis(request).url, namespace=_namespace(), fallback=PollingTransport())
+
+
 TRANSPORTS: dict[str, Callable[[Request], Transport]] = {
     "polling": lambda request: PollingTransport(),
+    "polling-pg-notify": _polling_woken,
     "redis": lambda request: RedisTransport(_redis(request).url, namespace=_namespace()),
+    "redis-with-fallback": _redis_with_fallback,
 }
 
 

@@ -150,7 +150,9 @@ class LedgerRepair(Protocol):
     """What the reconciler needs from the ledger: repairs that are safe to repeat."""
 
     def exclusive(self, name: str) -> AbstractContextManager[bool]:
-        """Try to hold the named fleet-wide lock for the block; yields whether it is held."""
+        """Try to hold the named fleet-wide lock for the block; yields whether it is held.
+        A ledger of one host (SQLite) yields True to every caller: its repairs are safe to
+        repeat, so nothing needs excluding there."""
 
     def reset_stuck_jobs(self, *, stuck_after_seconds: float, limit: int) -> StuckReset:
         """Put back running jobs with neither heartbeat nor progress for the given time;
