@@ -29,13 +29,18 @@ def test_a_window_is_shared_by_clients_and_names_are_independent(
     assert second.acquire_rate(name="rate:t", rate=rate).allowed
 
 
-def test_without_a_burst_admissions_are_spaced_one_interval_apart(
+def test_without_a_burst_admissions_are_spaced_and_denials_not_counted(
     rate_backends: RateBackends,
 ) -> None:
     rate = lim.Rate(2, 1.0)  # one admission per 0.5 s
     assert rate_backends.first.acquire_rate(name="rate:spaced", rate=rate).allowed
     denied = rate_backends.second.acquire_rate(name="rate:spaced", rate=rate)
     assert not denied.allowed and 0 < denied.retry_after_seconds <= 0.5
+    # Denials count for nothing: after many, the first one's wait still holds.
+    for _ in range(5):
+        assert not rate_backends.first.acquire_rate(name="rate:spaced", rate=rate).allowed
+    time.sleep(denied.retry_after_seconds + 0.05)
+    assert rate_backends.second.acquire_rate(name="rate:spaced", rate=rate).allowed
 
 
 def hammer(limiters: list[RateLimitBackend], rate: lim.Rate, enough: int) -> list[float]:
