@@ -225,6 +225,11 @@ def test_on_commit_runs_once_the_rows_committed_and_never_after_a_rollback(
     assert len(seen) == 2
 
 
+def claimed_ids(store: SqlJobStore) -> list[int]:
+    jobs = store.claim_jobs(queues=["q"], worker_id="w", limit=5, lease_seconds=30)
+    return [job.id for job in jobs]
+
+
 def test_delayed_jobs_are_staged_when_due_and_held_ones_only_when_started(
     store: SqlJobStore,
 ) -> None:
@@ -234,11 +239,13 @@ def test_delayed_jobs_are_staged_when_due_and_held_ones_only_when_started(
     (hint,) = wait_until(store.stage_due_jobs, timeout=5)
     assert (hint.job_id, hint.queue) == (delayed, "q")
     assert store.get_job(held).state is S.HELD
+    assert claimed_ids(store) == [delayed]  # a held job is not claimed until started
     assert store.start_job(held).state is S.QUEUED
+    assert claimed_ids(store) == [held]
     with pytest.raises(errors.InvalidTransition):
         store.start_job(held)
-    claimed = store.claim_jobs(queues=["q"], worker_id="w", limit=5, lease_seconds=30)
-    assert {j.id for j in claimed} == {delayed, held}
+    with pytest.raises(errors.JobNotFound):
+        store.start_job(10**9)
 
 
 def test_seconds_until_retry_counts_waiting_retries_only(store: SqlJobStore) -> None:
