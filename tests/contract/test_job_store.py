@@ -3,40 +3,28 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, NewJob
+from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
+from tests.helpers import wait_until
 
 S = JobState
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[SqlJobStore]:
-    engine = create_engine(database_url)
-    yield SqlJobStore(engine)
-    engine.dispose()
+def store(engine: sa.Engine) -> SqlJobStore:
+    return SqlJobStore(engine)
 
 
 def new(queue: str = "q", **kw: object) -> NewJob:
     return NewJob(task="t", queue=queue, args_json='{"args":[],"kwargs":{}}', **kw)  # type: ignore[arg-type]
-
-
-def wait_until(predicate, timeout: float = 10.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
 
 
 def test_insert_returns_ids_in_order_and_jobs_start_queued(store: SqlJobStore) -> None:
@@ -214,3 +202,144 @@ def test_store_reports_unreachable_database_as_store_unavailable() -> None:
         store.complete_jobs([Completion(Claim(1, 1), JobState.SUCCEEDED)])
     with pytest.raises(errors.StoreUnavailable):
         store.insert_jobs([NewJob(task="t", queue="q", args_json="[]")])
+
+
+def test_on_commit_runs_once_the_rows_committed_and_never_after_a_rollback(
+    store: SqlJobStore,
+) -> None:
+    seen: list[list[int]] = []
+
+    def record(results: list[EnqueueResult]) -> None:
+        seen.append([r.job_id for r in results])
+
+    (alone,) = store.insert_jobs([new()], on_commit=record)
+    assert seen == [[alone.job_id]]
+    with store.engine.connect() as conn:
+        with conn.begin():
+            (inside,) = store.insert_jobs([new()], connection=conn, on_commit=record)
+            assert len(seen) == 1  # not before the caller's commit
+        assert seen == [[alone.job_id], [inside.job_id]]
+        trans = conn.begin()
+        store.insert_jobs([new()], connection=conn, on_commit=record)
+        trans.rollback()
+    assert len(seen) == 2
+
+
+def claimed_ids(store: SqlJobStore) -> list[int]:
+    jobs = store.claim_jobs(queues=["q"], worker_id="w", limit=5, lease_seconds=30)
+    return [job.id for job in jobs]
+
+
+def test_delayed_jobs_are_staged_when_due_and_held_ones_only_when_started(
+    store: SqlJobStore,
+) -> None:
+    delayed, held = (r.job_id for r in store.insert_jobs([new(delay_seconds=0.3), new(held=True)]))
+    assert store.get_job(delayed).state is S.SCHEDULED and store.get_job(held).state is S.HELD
+    assert store.stage_due_jobs() == []
+    (hint,) = wait_until(store.stage_due_jobs, timeout=5)
+    assert (hint.job_id, hint.queue) == (delayed, "q")
+    assert store.get_job(held).state is S.HELD
+    assert claimed_ids(store) == [delayed]  # a held job is not claimed until started
+    assert store.start_job(held).state is S.QUEUED
+    assert claimed_ids(store) == [held]
+    with pytest.raises(errors.InvalidTransition):
+        store.start_job(held)
+    with pytest.raises(errors.JobNotFound):
+        store.start_job(10**9)
+
+
+def test_seconds_until_retry_counts_waiting_retries_only(store: SqlJobStore) -> None:
+    store.insert_jobs([new(delay_seconds=60)])  # delayed at enqueue: never started
+    assert store.seconds_until_retry(queues=["q"]) is None
+    store.insert_jobs([new()])
+    job = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)[0]
+    retry = Completion(
+        Claim(job.id, job.attempt), S.FAILED, error_json="{}", retry_delay_seconds=30
+    )
+    assert store.complete_jobs([retry]) == [True]
+    wait = store.seconds_until_retry(queues=["q", "other"])
+    assert wait is not None and 20 < wait <= 30
+    assert store.seconds_until_retry(queues=["other"]) is None
+
+
+def test_requeue_is_fenced_so_a_repeat_changes_nothing(store: SqlJobStore) -> None:
+    store.insert_jobs([new()])
+    job = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)[0]
+    claim = Claim(job.id, job.attempt)
+    assert store.requeue_jobs([claim]) == [True]
+    assert store.requeue_jobs([claim]) == [False]
+    back = store.get_job(job.id)
+    assert (back.state, back.attempt, back.worker_id) == (S.QUEUED, 1, None)
+    again = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)
+    assert [(j.id, j.attempt) for j in again] == [(job.id, 2)]
+
+
+def test_start_marks_are_fenced_and_the_first_one_stays(store: SqlJobStore) -> None:
+    store.insert_jobs([new(), new(), new("other")])
+    first, second = store.claim_jobs(queues=["q"], worker_id="w", limit=2, lease_seconds=30)
+    store.claim_jobs(queues=["other"], worker_id="w", limit=1, lease_seconds=30)
+    assert store.count_waiting_to_start() == {"q": 2, "other": 1}
+    stale = Claim(second.id, second.attempt + 1)
+    assert store.mark_started([(Claim(first.id, first.attempt), 5.0), (stale, 0.0)]) == [
+        True,
+        False,
+    ]
+    assert store.count_waiting_to_start() == {"q": 1, "other": 1}
+    started = store.get_job(first.id).started_at
+    assert started is not None and first.claimed_at is not None
+    assert (first.claimed_at - started).total_seconds() > 3
+    store.mark_started([(Claim(first.id, first.attempt), 0.0)])
+    assert store.get_job(first.id).started_at == started
+
+
+def test_hints_name_only_the_jobs_queued_now(store: SqlJobStore) -> None:
+    ids = [r.job_id for r in store.insert_jobs([new(priority=3), new(priority=1), new("b")])]
+    store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)  # priority 1
+    hints = store.hints_for([*ids, 10_000_000])
+    assert len(hints) == 2 and set(hints) == {JobHint(ids[0], "q", 3), JobHint(ids[2], "b", 0)}
+    assert store.hints_for([]) == []
+
+
+def test_group_writes_answer_each_item_in_the_callers_order(store: SqlJobStore) -> None:
+    ids = [r.job_id for r in store.insert_jobs([new() for _ in range(4)])]
+    store.claim_jobs(queues=["q"], worker_id="w", limit=4, lease_seconds=30)
+    fresh = [Claim(i, 1) for i in reversed(ids)]  # not in id order
+    stale = [Claim(i, 2) for i in reversed(ids)]
+    mixed = [fresh[0], stale[1], fresh[2], stale[3]]
+    assert store.heartbeat_jobs(mixed, lease_seconds=30) == [True, False, True, False]
+    assert store.mark_started([(c, 0.0) for c in mixed]) == [True, False, True, False]
+    assert store.requeue_jobs([stale[0], fresh[3]]) == [False, True]
+    done = [
+        Completion(fresh[1], S.SUCCEEDED, result_json="1"),
+        Completion(stale[2], S.SUCCEEDED, result_json="2"),
+        Completion(fresh[0], S.FAILED, error_json="{}", retry_delay_seconds=60),
+        Completion(fresh[3], S.SUCCEEDED),  # requeued above: no longer running
+    ]
+    assert store.complete_jobs(done) == [True, False, True, False]
+    states = [store.get_job(i).state for i in reversed(ids)]
+    assert states == [S.FAILED, S.SUCCEEDED, S.RUNNING, S.QUEUED]
+
+
+TRICKY_TEXTS = ['"quoted"', "back\\slash", "{braces},commas", "NULL", "", "ünïcode ✓", 'a\\"b']
+
+
+def test_results_and_errors_of_any_text_survive_a_group_completion(store: SqlJobStore) -> None:
+    count = len(TRICKY_TEXTS) + 1
+    store.insert_jobs([new() for _ in range(2 * count)])
+    claimed = store.claim_jobs(queues=["q"], worker_id="w", limit=2 * count, lease_seconds=30)
+    texts: list[str | None] = [*TRICKY_TEXTS, None]
+    results, errors_ = claimed[:count], claimed[count:]
+    done = [
+        *(
+            Completion(Claim(job.id, job.attempt), S.SUCCEEDED, result_json=text)
+            for job, text in zip(results, texts, strict=True)
+        ),
+        *(
+            Completion(Claim(job.id, job.attempt), S.DEAD, error_json=text)
+            for job, text in zip(errors_, texts, strict=True)
+        ),
+    ]
+    # On PostgreSQL this runs the driver's one-statement group completion.
+    assert store.complete_jobs(done) == [True] * 2 * count
+    assert [store.get_job(job.id).result_json for job in results] == texts
+    assert [store.get_job(job.id).error_json for job in errors_] == texts

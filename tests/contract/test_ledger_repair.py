@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,13 +22,6 @@ from ledgerq.store.tables import idempotency_keys, job_assignments, jobs
 from tests.helpers import wait_until
 
 S = JobState
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[sa.Engine]:
-    made = create_engine(database_url)
-    yield made
-    made.dispose()
 
 
 @pytest.fixture

@@ -1,19 +1,18 @@
-"""The LockManager contract, with the ledger's LockGuard: one suite over both implementations
-(the ``distributed_locks`` table and Redis keys) on SQLite, PostgreSQL and MariaDB."""
+"""The LockManager contract, with the ledger's LockGuard and FencingCounter: one suite over
+every LockManager (``LOCK_MANAGERS``: the ``distributed_locks`` table and Redis keys) on every
+database."""
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 
 from ledgerq.core import errors
+from ledgerq.core.locks import LockManager
 from ledgerq.runtime.locks import HeldLock, Locks
-from ledgerq.store.engine import create_engine
 from ledgerq.store.locks import SqlLocks
 from ledgerq.transport.redis_locks import RedisLockManager
 from tests.helpers import wait_until
@@ -30,24 +29,15 @@ fenced_writes = sa.Table(
 )
 
 
+@pytest.fixture(autouse=True)
+def business_tables(engine: sa.Engine) -> None:
+    business.create_all(engine)
+
+
 @pytest.fixture
-def engine(database_url: str) -> Iterator[sa.Engine]:
-    made = create_engine(database_url)
-    business.create_all(made)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture(params=["database", "redis"])
-def locks(request: pytest.FixtureRequest, engine: sa.Engine) -> Iterator[Locks]:
-    """``Locks`` over the implementation under test, owned by ``tester``."""
-    ledger = SqlLocks(engine)
-    manager: SqlLocks | RedisLockManager = ledger
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        manager = RedisLockManager(server.url, namespace=secrets.token_hex(4), counter=ledger)
-    yield Locks(manager, ledger, owner="tester")
-    manager.close()
+def locks(lock_manager: LockManager, engine: sa.Engine) -> Locks:
+    """``Locks`` over each LockManager (see ``LOCK_MANAGERS``), owned by ``tester``."""
+    return Locks(lock_manager, SqlLocks(engine), owner="tester")
 
 
 def guarded_write(engine: sa.Engine, held: HeldLock, writer: str) -> None:

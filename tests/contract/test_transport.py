@@ -1,4 +1,4 @@
-"""The Transport contract, run against every implementation (polling and Redis), plus what the
+"""The Transport contract, run against every implementation (``TRANSPORTS``), plus what the
 Redis transport adds: priority order, one entry per id, garbage dropped and counted,
 namespaces and database numbers kept apart, and the fallback to polling and back."""
 
@@ -18,17 +18,6 @@ from ledgerq.transport.polling import PollingTransport
 from ledgerq.transport.redis import RedisTransport
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer
-
-
-@pytest.fixture(params=["polling", "redis"])
-def transport(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[Transport]:
-    made: Transport
-    if request.param == "polling":
-        made = PollingTransport()
-    else:
-        made = RedisTransport(redis_server.url, namespace="contract")
-    yield made
-    made.close()
 
 
 def test_push_then_pull_never_invents_ids(transport: Transport) -> None:
@@ -63,6 +52,22 @@ def test_interrupt_ends_a_blocked_pull_at_once(transport: Transport) -> None:
     time.sleep(0.1)  # let the pull block; a wake-up before it blocks must not be lost either
     transport.interrupt()
     assert returned.wait(5), "interrupt did not wake the pull"
+
+
+def test_an_interrupt_before_a_pull_ends_that_pull_at_once(transport: Transport) -> None:
+    transport.interrupt()
+    began = time.monotonic()
+    assert transport.pull(queues=["default"], limit=5, timeout=30) == []
+    assert time.monotonic() - began < 5
+
+
+def test_a_healthy_transport_is_not_in_fallback_and_times_its_server(
+    transport: Transport,
+) -> None:
+    assert transport.fallback_active is False
+    # None: no server of its own (polling); else one round trip to it, in seconds.
+    seconds = transport.round_trip_seconds()
+    assert seconds is None or 0 < seconds < 5
 
 
 def test_pull_waits_for_a_push_from_another_thread(transport: Transport) -> None:

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from ledgerq.core import fleet, unknown_tasks
 from ledgerq.core.job import Claim, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from tests.helpers import wait_until
@@ -24,10 +23,8 @@ PULSE = fleet.Pulse(jobs_in_flight=1, jobs_processed=5, last_fetch_age_seconds=0
 
 
 @pytest.fixture
-def stores(database_url: str) -> Iterator[tuple[SqlJobStore, SqlFleetAdmin]]:
-    engine = create_engine(database_url)
-    yield SqlJobStore(engine), SqlFleetAdmin(engine)
-    engine.dispose()
+def stores(engine: sa.Engine) -> tuple[SqlJobStore, SqlFleetAdmin]:
+    return SqlJobStore(engine), SqlFleetAdmin(engine)
 
 
 def register(fleet_store: SqlFleetAdmin, worker_id: str, queues: tuple[str, ...] = ("q",)) -> None:

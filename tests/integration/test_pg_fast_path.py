@@ -42,24 +42,6 @@ def claim(store: SqlJobStore, limit: int = 10) -> list[int]:
     return [job.id for job in found]
 
 
-def test_claims_completions_and_heartbeats_are_fenced(store: SqlJobStore) -> None:
-    ids = [r.job_id for r in store.insert_jobs([new(), new(), new()])]
-    assert claim(store, limit=1) == ids[:1]
-    hinted = store.claim_jobs(
-        queues=["q"], worker_id="w", limit=5, lease_seconds=30, job_ids=[ids[2], ids[0], 999]
-    )
-    assert [job.id for job in hinted] == [ids[2]]  # ids[0] is taken, 999 unknown
-    beats = store.heartbeat_jobs([Claim(ids[0], 1), Claim(ids[2], 2)], lease_seconds=30)
-    assert beats == [True, False]  # attempt 2 of ids[2] does not exist
-    done = [
-        Completion(Claim(ids[0], 1), JobState.SUCCEEDED, result_json="1"),
-        Completion(Claim(ids[2], 7), JobState.SUCCEEDED, result_json="2"),  # stale attempt
-    ]
-    assert store.complete_jobs(done) == [True, False]
-    assert store.get_job(ids[0]).state is JobState.SUCCEEDED
-    assert store.get_job(ids[2]).state is JobState.RUNNING
-
-
 def test_connections_go_back_to_the_pool_in_transaction_mode(store: SqlJobStore) -> None:
     store.insert_jobs([new()])
     assert len(claim(store)) == 1  # autocommit on the pool's only connection, then reset
@@ -83,22 +65,6 @@ def test_a_connection_the_server_killed_fails_one_call_then_heals(store: SqlJobS
     with pytest.raises(errors.StoreUnavailable):
         claim(store)
     assert len(claim(store)) == 1  # a fresh connection
-
-
-TRICKY_TEXTS = ['"quoted"', "back\\slash", "{braces},commas", "NULL", "", "ünïcode ✓", 'a\\"b']
-
-
-def test_results_and_errors_of_any_text_survive_the_group_completion(store: SqlJobStore) -> None:
-    count = len(TRICKY_TEXTS) + 1
-    store.insert_jobs([new() for _ in range(count)])
-    claimed = store.claim_jobs(queues=["q"], worker_id="w", limit=count, lease_seconds=30)
-    texts: list[str | None] = [*TRICKY_TEXTS, None]
-    done = [
-        Completion(Claim(job.id, job.attempt), JobState.SUCCEEDED, result_json=text)
-        for job, text in zip(claimed, texts, strict=True)
-    ]
-    assert store.complete_jobs(done) == [True] * count
-    assert [store.get_job(job.id).result_json for job in claimed] == texts
 
 
 def test_a_hinted_claim_reads_by_primary_key_even_with_stale_statistics(

@@ -70,8 +70,9 @@ class JobStore(Protocol):
         """Move ``scheduled`` and ``failed`` jobs whose run_at has come to ``queued``."""
 
     def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
-        """Seconds (by the database clock) until the earliest ``failed`` job of these queues
-        is due again; None if none waits for a retry."""
+        """Seconds (by the database clock) until the earliest job of these queues that waits to
+        run again is due: a retry (``failed``) or a started job put back to ``scheduled``
+        (postponed by a limit); None if none waits. Jobs delayed at enqueue do not count."""
 
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of attempt outcomes in one transaction; fenced, one bool per item."""
@@ -83,13 +84,14 @@ class JobStore(Protocol):
 
     def mark_started(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
         """Record that the bodies of running attempts started ``ago`` seconds before now
-        (``(claim, ago)`` pairs; fenced); one bool per pair."""
+        (``(claim, ago)`` pairs; fenced); one bool per pair. The first start written stays."""
 
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; fenced, one bool per claim."""
 
     def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:
-        """Put running attempts back to ``queued`` (graceful shutdown); fenced."""
+        """Put running attempts back to ``queued`` (graceful shutdown); fenced, one bool per
+        claim, so repeating a requeue changes nothing (False) and the attempt is kept."""
 
     def maintain_tables(self) -> bool:
         """Clean up after churn where the database would not; True if anything ran."""
@@ -148,7 +150,9 @@ class LedgerRepair(Protocol):
     """What the reconciler needs from the ledger: repairs that are safe to repeat."""
 
     def exclusive(self, name: str) -> AbstractContextManager[bool]:
-        """Try to hold the named fleet-wide lock for the block; yields whether it is held."""
+        """Try to hold the named fleet-wide lock for the block; yields whether it is held.
+        A ledger of one host (SQLite) yields True to every caller: its repairs are safe to
+        repeat, so nothing needs excluding there."""
 
     def reset_stuck_jobs(self, *, stuck_after_seconds: float, limit: int) -> StuckReset:
         """Put back running jobs with neither heartbeat nor progress for the given time;
@@ -182,17 +186,21 @@ class ControlChannel(Protocol):
 
     def subscribe_stops(self, handler: Callable[[str | None, str], None]) -> None:
         """Call ``handler(worker_id, mode)`` for every stop message, from a thread of its own,
-        until the channel is closed. The arguments are claims of whoever published them."""
+        until the channel is closed. The arguments are claims of whoever published them.
+        Subscribing starts in the background: messages sent before it listens are lost."""
 
 
 class Waker(Protocol):
     """Something that tells an idle fetcher early that new jobs may be there."""
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True if woken by a signal of new work."""
+        """Block up to ``timeout`` seconds; True if woken by a signal of new work (a wake-up is
+        consumed by the wait it ends)."""
 
     def rest(self) -> None:
-        """Stop listening until the next ``wait`` (a fallback that is no longer used)."""
+        """Stop listening until the next ``wait`` (a fallback that is no longer used). That
+        wait listens again and returns True at once: work committed meanwhile sent no signal
+        it saw, so the caller should look once more."""
 
     def close(self) -> None:
         """Release the underlying connection."""
@@ -220,7 +228,8 @@ class Transport(Protocol):
         server or it does not answer."""
 
     def interrupt(self) -> None:
-        """Wake a blocked ``pull`` at once (used at shutdown and when capacity frees)."""
+        """Wake a blocked ``pull`` at once (used at shutdown and when capacity frees); an
+        interrupt before a ``pull`` ends that pull at once, so none is lost."""
 
     def close(self) -> None:
         """Release connections."""
@@ -283,11 +292,13 @@ class WorkerStore(Protocol):
 
 
 class RateLimitBackend(Protocol):
-    """Shared sliding windows of admissions, one per name (Redis or the database)."""
+    """Shared rate schedules, one per name (Redis or the database): every client of one
+    backend shares them."""
 
     def acquire_rate(self, *, name: str, rate: limits.Rate) -> limits.RateDecision:
-        """Admit one use of ``name`` if fewer than ``rate.limit`` were admitted in the last
-        ``rate.period_seconds``; else deny with the seconds until one frees up."""
+        """Admit one use of ``name`` under ``rate`` (GCRA, see ``core.limits.Rate``: uses
+        spaced ``period / limit`` apart, up to ``burst`` at once after a quiet spell); else
+        deny with the seconds until one frees up (at most one interval)."""
 
 
 class LimitStore(Protocol):
@@ -344,10 +355,13 @@ class WorkflowStore(Protocol):
         """Newest workflows first, optionally only those in ``state``."""
 
     def cancel_workflow(self, workflow_id: str) -> workflow.WorkflowView:
-        """Cancel a running workflow and its unfinished steps."""
+        """Cancel a running workflow and its unfinished steps (their late completions are
+        refused); raise ``InvalidTransition`` if it finished (``WorkflowNotFound`` if there
+        is no such workflow)."""
 
     def retry_workflow(self, workflow_id: str) -> workflow.WorkflowView:
-        """Run failed and cancelled steps again and continue the workflow."""
+        """Run failed and cancelled steps again and continue the workflow; raise
+        ``InvalidTransition`` if no step failed or was cancelled."""
 
     def resume_stalled(self, *, stuck_after_seconds: float, limit: int = 100) -> list[str]:
         """Repair running workflows without progress for that long; return those repaired."""
@@ -377,7 +391,8 @@ class WorkflowSignal(Protocol):
 
     def subscribe_workflow_events(self, handler: Callable[[list[str]], None]) -> None:
         """Call ``handler(workflow_ids)`` for every signal, from a thread of its own, until
-        ``close``."""
+        ``close``. Subscribing starts in the background: signals sent before it listens are
+        lost (readers poll the feed as well)."""
 
     def close(self) -> None:
         """Stop listening and release connections."""

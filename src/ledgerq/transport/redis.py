@@ -367,8 +367,8 @@ return {1, 0}
 
 
 class RedisRateLimiter:
-    """The RateLimitBackend port over Redis: one sorted set per limit name, updated by one Lua
-    script, so every process sharing the server shares the window."""
+    """The RateLimitBackend port over Redis: one key per limit name (its GCRA schedule),
+    updated by one Lua script, so every process sharing the server shares the limit."""
 
     def __init__(self, url: str, *, namespace: str, client: Any | None = None) -> None:
         self._client: redis.Redis = client or connect(

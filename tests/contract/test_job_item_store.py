@@ -123,17 +123,6 @@ def test_a_stale_item_write_in_the_callers_transaction_raises_and_writes_nothing
 # -- held jobs -------------------------------------------------------------------------------
 
 
-def test_a_held_job_is_not_claimed_until_started(stores: Stores) -> None:
-    (result,) = stores.jobs.insert_jobs([new(held=True)])
-    assert stores.claim() == []
-    assert stores.jobs.start_job(result.job_id).state is S.QUEUED
-    assert [j.id for j in stores.claim()] == [result.job_id]
-    with pytest.raises(errors.InvalidTransition):
-        stores.jobs.start_job(result.job_id)
-    with pytest.raises(errors.JobNotFound):
-        stores.jobs.start_job(10**9)
-
-
 # -- batches ---------------------------------------------------------------------------------
 
 CALLBACKS = {event: Callback(task=f"on_{event.value}", queue="cb") for event in BatchEvent}
