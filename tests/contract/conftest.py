@@ -19,13 +19,13 @@ from typing import Protocol
 import pytest
 import sqlalchemy as sa
 
+from ledgerq.app.operations_surface import RegistryFleetView
 from ledgerq.core import fleet, limits
 from ledgerq.core.job import NewJob
 from ledgerq.core.locks import LockManager
 from ledgerq.core.operations import EventSink, FleetView, ProbeResult
 from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker, WorkflowSignal
 from ledgerq.metrics.prometheus import MetricsHub
-from ledgerq.operations import RegistryFleetView
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from ledgerq.app.schedule_ops import ScheduleOps
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.schedules import (
@@ -17,7 +18,6 @@ from ledgerq.core.schedules import (
     ScheduleSource,
 )
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
-from ledgerq.scheduling import ScheduleOps
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.schedules import SqlScheduleStore
 
