@@ -22,12 +22,14 @@ class JobState(StrEnum):
 
 S = JobState
 
-#: Every allowed move. ``running -> queued`` is the put-back on shutdown or rescue.
+#: Every allowed move. ``running -> queued`` is the put-back on shutdown or rescue;
+#: ``running -> scheduled`` the postponement of a claim that ran nothing (a limit, an unknown
+#: task). ``store/moves.py`` checks its moves against this table.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.HELD: frozenset({S.QUEUED, S.CANCELLED}),
     S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.DEAD, S.QUEUED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.DEAD, S.QUEUED, S.SCHEDULED, S.CANCELLED}),
     S.FAILED: frozenset({S.QUEUED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.DEAD: frozenset({S.QUEUED}),

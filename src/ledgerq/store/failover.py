@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -21,18 +20,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import fleet
-from ledgerq.core.job import Claim, as_utc
-from ledgerq.core.ports import Completion
+from ledgerq.core.job import as_utc
 from ledgerq.core.states import JobState
-from ledgerq.store import workflow_advance
-from ledgerq.store.history import EndedAttempt, end_attempts
+from ledgerq.store import moves
 from ledgerq.store.tables import failover_events, jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
 
 S = JobState
 W = fleet.WorkerState
-_FAILOVER_ERROR = json.dumps(
-    {"kind": "failover", "message": "the worker holding the job was declared dead"}
+_FAILED_OVER = moves.Lost(
+    "failover", "the worker holding the job was declared dead", fleet.Outcome.FAILED_OVER
 )
 
 
@@ -151,74 +148,9 @@ class FailoverMixin(SqlTransactions):
         self, conn: Connection, which: sa.ColumnElement[bool]
     ) -> tuple[list[int], list[int]]:
         """Fenced moves of the running jobs ``which`` selects; return (requeued, dead) ids."""
-        d = self.dialect
-        rows: Sequence[Any] = conn.execute(
-            sa.select(
-                jobs.c.id,
-                jobs.c.attempt,
-                jobs.c.max_attempts,
-                jobs.c.queue,
-                jobs.c.worker_id,
-                sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at).label("started_at"),
-                jobs.c.workflow_id,
-            ).where(which)
-        ).all()
-        fence = sa.and_(
-            jobs.c.id == sa.bindparam("f_id"),
-            jobs.c.attempt == sa.bindparam("f_attempt"),
-            jobs.c.state == S.RUNNING.value,
-        )
-        back = (
-            sa.update(jobs)
-            .where(fence)
-            .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
-        )
-        bury = (
-            sa.update(jobs)
-            .where(fence)
-            .values(
-                state=S.DEAD.value,
-                lease_expires_at=None,
-                finished_at=d.now(),
-                error=_FAILOVER_ERROR,
-            )
-        )
-        groups: dict[bool, list[Any]] = defaultdict(list)
-        for row in rows:
-            groups[row.attempt >= row.max_attempts].append(row)
-        moved: dict[bool, list[int]] = {}
-        for exhausted, stmt in ((False, back), (True, bury)):
-            params = [{"f_id": r.id, "f_attempt": r.attempt} for r in groups[exhausted]]
-            applied = d.update_many(conn, stmt, params) if params else []
-            moved[exhausted] = [
-                int(r.id) for r, ok in zip(groups[exhausted], applied, strict=True) if ok
-            ]
-        ended = set(moved[False]) | set(moved[True])
-        end_attempts(
-            conn,
-            d,
-            [
-                EndedAttempt(int(r.id), int(r.attempt), r.worker_id, r.started_at)
-                for r in rows
-                if int(r.id) in ended
-            ],
-            fleet.Outcome.FAILED_OVER,
-        )
-        # A workflow step that died here fails its step now, in this transaction (its
-        # dependents are cancelled or the workflow fails by its policy) instead of waiting
-        # for the reconciler's WORKFLOW_STUCK_AFTER. Steps its policy queues are found by
-        # polling or the reconciler's re-send.
-        buried = set(moved[True])
-        steps = [
-            Completion(Claim(int(r.id), int(r.attempt)), S.DEAD, workflow_id=str(r.workflow_id))
-            for r in groups[True]
-            if int(r.id) in buried and r.workflow_id is not None
-        ]
-        if steps:
-            workflow_advance.record_completions(conn, d, steps, [True] * len(steps))
-        if moved[False]:
-            d.notify(conn, {r.queue for r in groups[False]})
-        return moved[False], moved[True]
+        rows: Sequence[Any] = conn.execute(moves.running_rows(which)).all()
+        requeued, dead = moves.requeue_or_bury(conn, self.dialect, rows, _FAILED_OVER)
+        return [int(r.id) for r in requeued], [int(r.id) for r in dead]
 
     def _record_event(
         self,

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ledgerq.core import fleet
-from ledgerq.core.states import JobState
+from ledgerq.store import moves
 from ledgerq.store.dialects import max_connections
 from ledgerq.store.failover import db_time
 from ledgerq.store.tables import (
@@ -163,11 +163,7 @@ class SqlFleetAdmin(SqlWorkerStore):
         """Close open assignments whose attempt no longer runs (outcome ``orphaned``) and
         delete assignments of jobs that no longer exist; return (closed, deleted)."""
         a = job_assignments
-        still_running = sa.exists().where(
-            jobs.c.id == a.c.job_id,
-            jobs.c.attempt == a.c.attempt,
-            jobs.c.state == JobState.RUNNING.value,
-        )
+        still_running = sa.exists().where(moves.runs(a.c.job_id, a.c.attempt))
         gone = ~sa.exists().where(jobs.c.id == a.c.job_id)
         with self._begin() as conn:
             deleted = conn.execute(sa.delete(a).where(gone)).rowcount

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from ledgerq.core import errors
 from ledgerq.core.items import ItemAlreadyDone, ItemProgress, estimate
 from ledgerq.core.job import Claim, as_utc
-from ledgerq.core.states import JobState
+from ledgerq.store import moves
 from ledgerq.store.tables import job_items, jobs
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
@@ -30,11 +30,7 @@ class SqlJobItems(SqlTransactions):
     def __init__(self, engine: sa.Engine) -> None:
         super().__init__(engine)
         d = self.dialect
-        fence = sa.and_(
-            jobs.c.id == sa.bindparam("claim_id"),
-            jobs.c.attempt == sa.bindparam("claim_attempt"),
-            jobs.c.state == JobState.RUNNING.value,
-        )
+        fence = moves.claim_fence()
         self._progress_stmt = sa.update(jobs).where(fence).values(progress_at=d.now())
         self._total_stmt = (
             sa.update(jobs)

@@ -17,8 +17,8 @@ from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.store import moves, workflow_advance
 from ledgerq.store import pg_statements as pg
-from ledgerq.store import workflow_advance
 from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.dedupe import DedupeWindows
@@ -27,17 +27,6 @@ from ledgerq.store.tables import jobs
 _Item = TypeVar("_Item")
 
 S = JobState
-_running = jobs.c.state == S.RUNNING.value
-
-
-def _fence(
-    claim_id: str = "claim_id", claim_attempt: str = "claim_attempt"
-) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        jobs.c.id == sa.bindparam(claim_id),
-        jobs.c.attempt == sa.bindparam(claim_attempt),
-        _running,
-    )
 
 
 class SqlJobStore(SqlJobClaims):
@@ -58,47 +47,22 @@ class SqlJobStore(SqlJobClaims):
             .values(created_at=d.now(), run_at=d.now_plus(self._delay))
             .returning(jobs.c.id, sort_by_parameter_order=True)
         )
-        self._finish_stmt = (
-            sa.update(jobs)
-            .where(_fence())
-            .values(
-                state=sa.bindparam("new_state"),
-                result=sa.bindparam("new_result"),
-                error=sa.bindparam("new_error"),
-                finished_at=d.now(),
-                lease_expires_at=None,
-                started_at=_real_start(d),
-            )
-        )
-        self._retry_stmt = (
-            sa.update(jobs)
-            .where(_fence())
-            .values(
-                state=S.FAILED.value,
-                error=sa.bindparam("new_error"),
-                run_at=d.now_plus(sa.bindparam("retry_delay", type_=sa.Float)),
-                lease_expires_at=None,
-                started_at=_real_start(d),
-            )
-        )
+        self._finish_stmt = moves.finish(d)
+        self._retry_stmt = moves.retry(d)
         self._start_stmt = (
             sa.update(jobs)
-            .where(_fence(), jobs.c.started_at.is_(None))
+            .where(moves.claim_fence(), jobs.c.started_at.is_(None))
             .values(started_at=d.now_plus(-sa.cast(sa.bindparam("ago_s"), sa.Float)))
         )
         self._heartbeat_stmt = (
             sa.update(jobs)
-            .where(_fence())
+            .where(moves.claim_fence())
             .values(
                 heartbeat_at=d.now(),
                 lease_expires_at=d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
             )
         )
-        self._requeue_stmt = (
-            sa.update(jobs)
-            .where(_fence())
-            .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
-        )
+        self._requeue_stmt = moves.put_back(moves.claim_fence())
 
     # -- producer side -------------------------------------------------------------------
 
@@ -349,14 +313,6 @@ class SqlJobStore(SqlJobClaims):
             )
             self.dialect.notify(conn, set(queues.scalars()))
         return applied
-
-
-def _real_start(d: Any) -> sa.ColumnElement[Any]:
-    """An attempt's body start as its outcome is written: a start mark's, else now less how
-    long the body ran (``ran_s``), else (not known) the claim's time."""
-    ran = sa.cast(sa.bindparam("ran_s", type_=sa.Float), sa.Float)
-    body_start = sa.case((ran.is_(None), None), else_=d.now_plus(-ran))
-    return sa.func.coalesce(jobs.c.started_at, body_start, jobs.c.claimed_at)
 
 
 def _claim_id(claim: Claim) -> int:

@@ -17,8 +17,7 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core import limits
 from ledgerq.core.job import Claim, as_utc
-from ledgerq.core.states import JobState
-from ledgerq.store.moves import postponed, running_attempt
+from ledgerq.store import moves
 from ledgerq.store.tables import circuit_breakers, concurrency_slots, jobs, limit_keys
 from ledgerq.store.transactions import SqlTransactions
 
@@ -105,11 +104,7 @@ class SqlLimitStore(SqlTransactions):
         """Take one of ``limit`` slots of ``name`` for ``claim``; stale slots are freed first."""
         self._ensure_row(name)
         s = concurrency_slots
-        running = sa.exists().where(
-            jobs.c.id == s.c.job_id,
-            jobs.c.attempt == s.c.attempt,
-            jobs.c.state == JobState.RUNNING.value,
-        )
+        running = sa.exists().where(moves.runs(s.c.job_id, s.c.attempt))
         with self._decide() as conn:
             self._lock_row(conn, name)
             conn.execute(sa.delete(s).where(s.c.name == name, ~running))
@@ -149,11 +144,7 @@ class SqlLimitStore(SqlTransactions):
         stmt = (
             sa.select(sa.func.count())
             .select_from(s.join(jobs, jobs.c.id == s.c.job_id))
-            .where(
-                s.c.name == name,
-                jobs.c.attempt == s.c.attempt,
-                jobs.c.state == JobState.RUNNING.value,
-            )
+            .where(s.c.name == name, moves.runs(s.c.job_id, s.c.attempt))
         )
         with self._read() as conn:
             return int(conn.execute(stmt).scalar_one())
@@ -163,11 +154,7 @@ class SqlLimitStore(SqlTransactions):
     def postpone_job(self, claim: Claim, *, delay_seconds: float) -> bool:
         """Fenced: running -> scheduled in ``delay_seconds``, ``max_attempts + 1`` so the claim
         that ran nothing costs no attempt (``attempt`` is the fencing token and never drops)."""
-        stmt = (
-            sa.update(jobs)
-            .where(running_attempt(claim))
-            .values(postponed(self.dialect, delay_seconds))
-        )
+        stmt = moves.postpone(self.dialect, claim, delay_seconds)
         with self._decide() as conn:
             return bool(conn.execute(stmt).rowcount == 1)
 

@@ -4,7 +4,6 @@ the row it writes, so an owner that heartbeats meanwhile keeps its job."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -15,8 +14,7 @@ from ledgerq.core import fleet
 from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
-from ledgerq.store import batch_hook
-from ledgerq.store.history import EndedAttempt, end_attempts
+from ledgerq.store import batch_hook, moves
 from ledgerq.store.tables import idempotency_keys, job_dedupe_windows, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
@@ -54,71 +52,21 @@ class SqlLedgerRepair(SqlTransactions):
     def reset_stuck_jobs(self, *, stuck_after_seconds: float, limit: int) -> StuckReset:
         """Put running jobs with neither heartbeat nor progress for ``stuck_after_seconds``
         back to queued (their attempt stays, so the lost owner's writes stay refused), or make
-        them dead when their attempts are spent."""
+        them dead when their attempts are spent (see ``moves.requeue_or_bury``)."""
         stale = self._stale(stuck_after_seconds)
-        fence = sa.and_(
-            jobs.c.id == sa.bindparam("claim_id"),
-            jobs.c.attempt == sa.bindparam("claim_attempt"),
-            stale,
+        lost = moves.Lost(
+            "stuck",
+            f"no heartbeat or progress for {stuck_after_seconds:g} s and no attempts left",
+            fleet.Outcome.ORPHANED,
+            still=stale,
         )
-        requeue = (
-            sa.update(jobs)
-            .where(fence)
-            .values(state=S.QUEUED.value, worker_id=None, lease_expires_at=None)
-        )
-        bury = (
-            sa.update(jobs)
-            .where(fence)
-            .values(
-                state=S.DEAD.value,
-                finished_at=self.dialect.now(),
-                lease_expires_at=None,
-                error=sa.bindparam("new_error"),
-            )
-        )
-        candidates = (
-            sa.select(
-                jobs.c.id,
-                jobs.c.attempt,
-                jobs.c.max_attempts,
-                jobs.c.queue,
-                jobs.c.priority,
-                jobs.c.worker_id,
-                sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at),
-            )
-            .where(stale)
-            .order_by(jobs.c.id)
-            .limit(limit)
-        )
-        requeued: list[JobHint] = []
-        dead: list[int] = []
-        ended: list[EndedAttempt] = []
         with self._begin() as conn:
-            rows: Sequence[Any] = conn.execute(candidates).all()
-            for job_id, attempt, max_attempts, queue, priority, worker_id, started_at in rows:
-                params: dict[str, Any] = {"claim_id": job_id, "claim_attempt": attempt}
-                if attempt >= max_attempts:
-                    params["new_error"] = json.dumps(
-                        {
-                            "kind": "stuck",
-                            "message": f"no heartbeat or progress for {stuck_after_seconds:g}"
-                            " s and no attempts left",
-                            "attempt": attempt,
-                        }
-                    )
-                    if conn.execute(bury, params).rowcount != 1:
-                        continue
-                    dead.append(int(job_id))
-                elif conn.execute(requeue, params).rowcount == 1:
-                    requeued.append(JobHint(int(job_id), str(queue), int(priority)))
-                else:
-                    continue
-                ended.append(EndedAttempt(int(job_id), int(attempt), worker_id, started_at))
-            # The attempts no longer run anywhere; their holders' late writes are refused.
-            end_attempts(conn, self.dialect, ended, fleet.Outcome.ORPHANED)
-            if requeued:
-                self.dialect.notify(conn, {h.queue for h in requeued})
-        return StuckReset(requeued=requeued, dead=dead)
+            rows: Sequence[Any] = conn.execute(moves.running_rows(stale).limit(limit)).all()
+            requeued, dead = moves.requeue_or_bury(conn, self.dialect, rows, lost)
+        return StuckReset(
+            requeued=[JobHint(int(r.id), str(r.queue), int(r.priority)) for r in requeued],
+            dead=[int(r.id) for r in dead],
+        )
 
     def queued_hints(self, *, waiting_seconds: float, limit: int) -> list[JobHint]:
         """Hints of queued jobs (of queues not paused) due for at least ``waiting_seconds``,

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import fleet
 from ledgerq.core import unknown_tasks as unknown
 from ledgerq.core.job import Claim
+from ledgerq.store import moves
 from ledgerq.store.failover import db_time
-from ledgerq.store.moves import postponed, running_attempt
 from ledgerq.store.tables import jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
 
@@ -50,7 +50,7 @@ class UnknownTaskMixin(SqlTransactions):
         its first put-back; then leave it running for the caller to bury. None if the claim is
         stale (nothing written)."""
         d = self.dialect
-        fence = running_attempt(claim)
+        fence = moves.running_attempt(claim)
         with self._begin() as conn:
             row = conn.execute(
                 sa.select(jobs.c.task, jobs.c.queue, jobs.c.error, d.now().label("db_now")).where(
@@ -74,11 +74,7 @@ class UnknownTaskMixin(SqlTransactions):
                 "waiting_since": since.isoformat(),
                 "put_backs": put_backs + 1,
             }
-            moved = conn.execute(
-                sa.update(jobs)
-                .where(fence)
-                .values({**postponed(d, delay), "error": json.dumps(error)})
-            ).rowcount
+            moved = conn.execute(moves.postpone(d, claim, delay, json.dumps(error))).rowcount
         if moved != 1:
             return None
         return unknown.Verdict(True, delay, waited, declared, put_backs + 1)
