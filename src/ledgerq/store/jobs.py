@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob, as_utc
+from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.core.workflow import WorkflowCommit
@@ -22,6 +22,7 @@ from ledgerq.store import pg_statements as pg
 from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.dedupe import DedupeWindows
+from ledgerq.store.job_rows import bulk_rows, job_values
 from ledgerq.store.tables import jobs
 
 _Item = TypeVar("_Item")
@@ -66,31 +67,6 @@ class SqlJobStore(SqlJobClaims):
 
     # -- producer side -------------------------------------------------------------------
 
-    def _row(self, job: NewJob) -> dict[str, Any]:
-        return {
-            "queue": job.queue,
-            "task": job.task,
-            "args": job.args_json,
-            "priority": job.priority,
-            "state": job.initial_state.value,
-            "max_attempts": job.max_attempts,
-            "dedupe_key": job.dedupe_key,
-            "timeout_seconds": job.timeout_seconds,
-            "expires_at": None
-            if job.expires_at is None
-            else self.dialect.bind_time(as_utc(job.expires_at)),
-        }
-
-    def _values(self, job: NewJob) -> dict[str, Any]:
-        """Values for a single-row insert: times are SQL expressions of the database clock."""
-        row = self._row(job)
-        row["created_at"] = self.dialect.now()
-        if job.run_at is not None:
-            row["run_at"] = self.dialect.bind_time(as_utc(job.run_at))
-        else:
-            row["run_at"] = self.dialect.now_plus(sa.literal(job.delay_seconds, sa.Float))
-        return row
-
     def insert_jobs(
         self,
         new_jobs: Sequence[NewJob],
@@ -122,7 +98,7 @@ class SqlJobStore(SqlJobClaims):
         if one_statement:
             # PostgreSQL: insert and NOTIFY in one autocommit statement, one round trip.
             if self._fast is not None:
-                params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+                params = bulk_rows(self.dialect, new_jobs)
                 rows = self._fast.rows(pg.INSERT_NOTIFY, pg.insert_values(params))
                 ids = sorted(int(row[0]) for row in rows)
             else:
@@ -152,10 +128,10 @@ class SqlJobStore(SqlJobClaims):
         if timed:
             # Rare: explicit run_at. Insert one by one to keep the common path a single statement.
             for job in new_jobs:
-                stmt = sa.insert(jobs).values(self._values(job)).returning(jobs.c.id)
+                stmt = sa.insert(jobs).values(job_values(self.dialect, job)).returning(jobs.c.id)
                 ids.append(int(conn.execute(stmt).scalar_one()))
             return ids
-        params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+        params = bulk_rows(self.dialect, new_jobs)
         fast = d.insert_plain(conn, params)
         if fast is not None:
             return fast
@@ -184,7 +160,7 @@ class SqlJobStore(SqlJobClaims):
     def _insert_unless_unfinished(self, conn: Connection, job: NewJob) -> EnqueueResult:
         # Two tries: the holder of the key may finish between our insert and our lookup.
         for _ in range(2):
-            job_id = self.dialect.insert_unless_duplicate(conn, self._values(job))
+            job_id = self.dialect.insert_unless_duplicate(conn, job_values(self.dialect, job))
             if job_id is not None:
                 return EnqueueResult(job_id)
             existing = conn.execute(
