@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,7 +16,10 @@ from sqlalchemy.engine import Connection
 from ledgerq.core.batches import BatchEvent, Callback, due_events
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import JobHint, NewJob
+from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.store.completion_hooks import CompletionHook
 from ledgerq.store.dialects import Dialect
 from ledgerq.store.job_rows import job_values
 from ledgerq.store.tables import batches, jobs
@@ -98,6 +102,20 @@ def advance_batches(
     if queues:
         dialect.notify(conn, queues)
     return fired_count
+
+
+def _fire_callbacks(
+    conn: Connection, dialect: Dialect, completions: Sequence[Completion], _applied: Sequence[bool]
+) -> WorkflowCommit:
+    """Fire the due callbacks of the completions' batches; their jobs are to announce."""
+    commit = WorkflowCommit()
+    batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
+    advance_batches(conn, dialect, batch_ids, commit.hints)
+    return commit
+
+
+#: Batches as a completion hook of the job store.
+HOOK = CompletionHook("batches", attrgetter("batch_id"), _fire_callbacks, row_by_row=True)
 
 
 def advance_open(conn: Connection, dialect: Dialect, *, limit: int) -> int:

@@ -13,14 +13,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob
+from ledgerq.core.job import Claim, EnqueueResult, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.core.workflow import WorkflowCommit
-from ledgerq.store import moves, workflow_advance
+from ledgerq.store import batch_hook, moves, workflow_advance
 from ledgerq.store import pg_statements as pg
-from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.claims import SqlJobClaims
+from ledgerq.store.completion_hooks import Announce, CompletionHook, run_hooks
 from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.job_rows import bulk_rows, job_values
 from ledgerq.store.tables import jobs
@@ -33,14 +32,21 @@ S = JobState
 class SqlJobStore(SqlJobClaims):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
-    on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
-    """Called after a completion advanced a workflow or fired batch callbacks (announce the
-    jobs it queued, wake readers)."""
-
-    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        relaxed_engine: sa.Engine | None = None,
+        *,
+        hooks: Sequence[CompletionHook] = (batch_hook.HOOK, workflow_advance.HOOK),
+        announce: Announce | None = None,
+    ) -> None:
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
-        wait for the disk (see ``engine.create_engine``); everything else uses ``engine``."""
+        wait for the disk (see ``engine.create_engine``); everything else uses ``engine``.
+        ``hooks`` run in the transaction of the completions they concern, in this order;
+        ``announce`` (optional) gets what they queued or emitted once it committed."""
         super().__init__(engine, relaxed_engine)
+        self._hooks = tuple(hooks)
+        self.announce = announce
         d = self.dialect
         self._delay = sa.bindparam("delay_s", type_=sa.Float)
         self._bulk_insert_stmt = (
@@ -189,9 +195,8 @@ class SqlJobStore(SqlJobClaims):
             }
             for c in completions
         ]
-        batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
-        steps = any(c.workflow_id is not None for c in completions)
-        if not steps and not batch_ids:
+        hooks = [h for h in self._hooks if h.concerns(completions)]
+        if not hooks:
             if self._fast is not None:
                 rows = self._fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
                 keys = ((c.claim.job_id, c.claim.attempt) for c in completions)
@@ -200,11 +205,9 @@ class SqlJobStore(SqlJobClaims):
                 fast = self.dialect.complete_group(conn, params)
             if fast is not None:
                 return fast
-        commit: WorkflowCommit | None = None
-        callbacks: list[JobHint] = []
+        row_by_row = any(h.row_by_row for h in hooks)
         with self._begin() as conn:
-            # Batch members are written row by row: their callbacks read the outcomes below.
-            applied = self.dialect.complete_group(conn, params) if not batch_ids else None
+            applied = None if row_by_row else self.dialect.complete_group(conn, params)
             if applied is None:
                 applied = self._complete_each(conn, params)
                 if self.dialect.records_history_inline:
@@ -214,19 +217,11 @@ class SqlJobStore(SqlJobClaims):
                         if ok
                     ]
                     self.dialect.end_assignments(conn, ends)
-            if batch_ids:
-                # Batch members: their outcomes and the batch's callbacks in one transaction.
-                advance_batches(conn, self.dialect, batch_ids, callbacks)
-            if steps:
-                # A step's ready dependents are queued in the transaction of its completion.
-                commit = workflow_advance.record_completions(
-                    conn, self.dialect, completions, applied
-                )
-        if callbacks:  # announced with the workflow changes, once committed
-            commit = commit or WorkflowCommit()
-            commit.hints.extend(callbacks)
-        if commit and self.on_workflow_commit is not None:
-            self.on_workflow_commit(commit)  # committed: readers woken now see the change
+            # A batch's callbacks and a step's ready dependents are decided in the
+            # transaction of the outcomes that make them due.
+            commit = run_hooks(conn, self.dialect, hooks, completions, applied)
+        if commit and self.announce is not None:
+            self.announce(commit)  # committed: readers woken now see the change
         return applied
 
     def _complete_each(self, conn: Connection, params: list[dict[str, Any]]) -> list[bool]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,6 +21,7 @@ from ledgerq.core import workflow as wf
 from ledgerq.core.job import JobHint, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store.completion_hooks import CompletionHook
 from ledgerq.store.dialects import Dialect
 from ledgerq.store.job_rows import job_values
 from ledgerq.store.tables import jobs, workflow_events, workflow_steps, workflows
@@ -117,6 +119,10 @@ def record_completions(
             commit.workflow_ids.add(row["id"])
             advance(conn, d, row, commit, progressed=True)
     return commit
+
+
+#: Workflows as a completion hook of the job store.
+HOOK = CompletionHook("workflows", attrgetter("workflow_id"), record_completions)
 
 
 def after_commit(
