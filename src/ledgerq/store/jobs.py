@@ -1,7 +1,8 @@
 """SqlJobStore: the JobStore port over SQLAlchemy Core, for SQLite, PostgreSQL and MySQL.
 
-Every write of a running job is fenced on ``(id, attempt, state = 'running')`` and reports per
-job whether it applied; that is what keeps a zombie worker from overwriting a new owner.
+Every write of a running job is fenced on ``(id, attempt, state = 'running')`` (see
+``moves``) and reports per job whether it applied; that is what keeps a zombie worker from
+overwriting a new owner.
 """
 
 from __future__ import annotations
