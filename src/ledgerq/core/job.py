@@ -70,10 +70,11 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class JobOptions:
     """How a producer asks for a job to run, spelled once: ``Task.enqueue``, ``Client.build``
-    and a batch member's ``add`` take these by name. None means the task's own setting."""
+    and a batch member's ``add`` take these by name. None means the task's own setting. Not
+    frozen: one is built per enqueued job, and a frozen dataclass's init costs more."""
 
     queue: str | None = None
     priority: int | None = None

@@ -1,7 +1,7 @@
 """Completion hooks: what a job's final outcome moves besides its own row (a batch's callbacks,
 a workflow's next steps). The job store is given its hooks when it is built and runs those
 that a group of completions concerns inside the transaction that writes the outcomes; a group
-that concerns none (the common case) costs one attribute test per completion and hook."""
+that concerns none (the common case) costs one attribute read per completion and hook."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ Announce = Callable[[WorkflowCommit], None]
 
 @dataclass(frozen=True, slots=True)
 class CompletionHook:
-    """One hook: ``member`` reads the completion's membership (None: not concerned; an
-    ``operator.attrgetter``, so the test stays cheap), ``run`` gets every completion of the
-    group with its applied flag. ``row_by_row``: the outcomes must be written one statement
-    each before ``run`` reads them (a batch counts its members' states)."""
+    """One hook: ``member`` reads the completion's membership (an id, or None when it is not
+    a member; an ``operator.attrgetter``, so the test runs in C), ``run`` gets every
+    completion of the group with its applied flag. ``row_by_row``: the outcomes must be
+    written one statement each before ``run`` reads them (a batch counts its members')."""
 
     name: str
     member: Callable[[Completion], object]
@@ -34,8 +34,7 @@ class CompletionHook:
 
     def concerns(self, completions: Sequence[Completion]) -> bool:
         """Whether any of ``completions`` is a member of what this hook moves."""
-        member = self.member
-        return any(member(c) is not None for c in completions)
+        return any(map(self.member, completions))  # ids are never 0 or empty
 
 
 def run_hooks(
