@@ -18,7 +18,11 @@ NOTIFY_CHANNEL = "ledgerq_jobs"
 # Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
 # regular expression, which cost more client CPU than the rest of a bulk enqueue together.
 INSERT_COLUMNS = (*PLAIN_COLUMNS, "delay_s")
-_PLAIN_TYPES = ", ".join(f"{c} {jobs.c[c].type.compile()}" for c in PLAIN_COLUMNS)
+# Strings travel as text (the insert checks their lengths); FLOAT is PostgreSQL's float8.
+_PLAIN_TYPES = ", ".join(
+    f"{c} {'text' if isinstance(jobs.c[c].type, sa.String) else jobs.c[c].type.compile()}"
+    for c in PLAIN_COLUMNS
+)
 INSERT_NOTIFY = sa.text(
     "WITH ins AS ("
     f"INSERT INTO jobs ({', '.join(PLAIN_COLUMNS)}, run_at, created_at)"
