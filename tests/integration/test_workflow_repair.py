@@ -197,8 +197,9 @@ def test_finished_workflows_go_after_their_retention_with_steps_and_events(app: 
     assert old not in events and failed_old not in events
 
 
-def test_a_step_that_dies_by_failover_fails_its_workflow_at_once(app: LedgerQ) -> None:
-    from ledgerq.core import fleet
+def fragile_flow(app: LedgerQ, worker_id: str) -> tuple[str, int]:
+    """A two-step ``stop`` workflow of a task with one attempt whose first step ``worker_id``
+    claimed; returns the workflow's id and the claimed job's."""
 
     @app.task(name="fragile", max_attempts=1)
     def fragile(ctx: JobContext) -> int:
@@ -208,14 +209,40 @@ def test_a_step_that_dies_by_failover_fails_its_workflow_at_once(app: LedgerQ) -
     first = flow.step(fragile.s(), name="first")
     flow.step(fragile.s(), after=[first], name="second")
     workflow_id = flow.enqueue()
-    ws = app.parts.fleet
-    ws.register_worker(fleet.Registration("dying", "host", 1, ("default",), 1, "0"))
     (job,) = app.parts.store.claim_jobs(
-        queues=["default"], worker_id="dying", limit=10, lease_seconds=60
+        queues=["default"], worker_id=worker_id, limit=10, lease_seconds=60
     )
-    wait_until(lambda: ws.fail_over_workers(ttl_seconds=0.2, detected_by="test"), what="failover")
-    assert app.parts.store.get_job(job.id).state is JobState.DEAD
-    # No reconciler ran (WORKFLOW_STUCK_AFTER is not involved): the failover recorded it.
+    return workflow_id, job.id
+
+
+def assert_failed_at_once(app: LedgerQ, workflow_id: str) -> None:
     view = app.workflows.get(workflow_id)
     assert view.state is wf.WorkflowState.FAILED
     assert {s.name: s.state for s in view.steps} == {"first": S.FAILED, "second": S.CANCELLED}
+
+
+def test_a_step_that_dies_by_failover_fails_its_workflow_at_once(app: LedgerQ) -> None:
+    from ledgerq.core import fleet
+
+    ws = app.parts.fleet
+    ws.register_worker(fleet.Registration("dying", "host", 1, ("default",), 1, "0"))
+    workflow_id, job_id = fragile_flow(app, "dying")
+    wait_until(lambda: ws.fail_over_workers(ttl_seconds=0.2, detected_by="test"), what="failover")
+    assert app.parts.store.get_job(job_id).state is JobState.DEAD
+    # No reconciler ran (WORKFLOW_STUCK_AFTER is not involved): the failover recorded it.
+    assert_failed_at_once(app, workflow_id)
+
+
+def test_a_step_buried_by_the_stuck_job_reset_fails_its_workflow_at_once(app: LedgerQ) -> None:
+    workflow_id, job_id = fragile_flow(app, "lost")
+    repair = app.parts.repair
+    wait_until(
+        lambda: repair.reset_stuck_jobs(stuck_after_seconds=0.2, limit=10).dead == [job_id],
+        what="stuck reset",
+    )
+    buried = app.parts.store.get_job(job_id)
+    assert buried.state is JobState.DEAD
+    error = json.loads(buried.error_json or "{}")
+    assert error["kind"] == "stuck" and error["attempt"] == 1
+    # The reset buries as a failover does (moves.requeue_or_bury): the step failed with it.
+    assert_failed_at_once(app, workflow_id)

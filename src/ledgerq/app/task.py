@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Generic, ParamSpec, TypeVar
 
 from ledgerq.core import errors
-from ledgerq.core.job import EnqueueResult
+from ledgerq.core.job import JOB_OPTION_NAMES, EnqueueResult, JobOptions
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.workflow import StepCall
 
@@ -20,21 +20,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: Keyword arguments of ``Task.enqueue`` that are job options, not task arguments.
-JOB_OPTIONS = frozenset(
-    {
-        "queue",
-        "priority",
-        "delay",
-        "run_at",
-        "dedupe_key",
-        "dedupe_for",
-        "max_attempts",
-        "timeout",
-        "held",
-        "expires_at",
-        "tx",
-    }
-)
+JOB_OPTIONS = JOB_OPTION_NAMES | {"tx"}
 
 
 class Task(Generic[P, R]):
@@ -58,42 +44,18 @@ class Task(Generic[P, R]):
         """This task called with these arguments, as a workflow step (``wf.step(task.s(1))``)."""
         return StepCall(self.spec.name, args, kwargs)
 
-    def enqueue(
-        self,
-        *args: object,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay: float = 0.0,
-        run_at: datetime | None = None,
-        dedupe_key: str | None = None,
-        dedupe_for: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        timeout: float | None = None,
-        held: bool = False,
-        expires_at: datetime | None = None,
-        tx: object | None = None,
-        **kwargs: object,
-    ) -> EnqueueResult:
-        """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request.
+    def enqueue(self, *args: object, tx: object | None = None, **kwargs: object) -> EnqueueResult:
+        """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request. Keyword
+        arguments named like a field of ``JobOptions`` are job options (``queue``,
+        ``priority``, ``delay``, ``run_at``, ``dedupe_key``, ``dedupe_for``, ``max_attempts``,
+        ``timeout``, ``held``, ``expires_at``); the rest go to the task.
         ``expires_at``: a job not started by then is deleted by the reconciler.
         ``dedupe_key``: while a job with the key is unfinished (or, with ``dedupe_for``
         seconds, within that window after this enqueue) the result is that job's id with
-        ``duplicate=True`` and nothing new is stored."""
-        job = self.app.client.build(
-            self.spec,
-            args,
-            kwargs,
-            queue=queue,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            dedupe_key=dedupe_key,
-            dedupe_for=dedupe_for,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            held=held,
-            expires_at=expires_at,
-        )
+        ``duplicate=True`` and nothing new is stored. With ``tx`` the job exists only if that
+        transaction commits."""
+        options = JobOptions.take(kwargs)
+        job = self.app.client.build(self.spec, args, kwargs, options)
         return self.app.client.enqueue([job], tx=tx)[0]
 
     def enqueue_many(

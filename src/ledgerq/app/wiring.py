@@ -63,7 +63,7 @@ class Parts:
         self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
         self.items = SqlJobItems(self.store.engine)
         self.batches = SqlBatchStore(self.store)
-        self.workflows = SqlWorkflowStore(self.store.engine)
+        self.workflows = SqlWorkflowStore(self.store.engine, self.store.announce)
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -91,17 +91,14 @@ def build_parts(settings: Settings) -> Parts:
     relaxed = None
     if engine.dialect.name == "postgresql":
         relaxed = create_engine(url, pool_size=2, relaxed=True)
-    store = SqlJobStore(engine, relaxed)
-    parts = Parts(
-        store=store,
+    announcer = redis_transport(settings) if settings.redis_url is not None else None
+    announce = None if announcer is None else _workflow_announcer(announcer)
+    return Parts(
+        store=SqlJobStore(engine, relaxed, announce=announce),
         codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
         fleet=SqlFleetAdmin(engine),
+        announcer=announcer,
     )
-    if settings.redis_url is not None:
-        parts.announcer = transport = redis_transport(settings)
-        callback = _workflow_announcer(transport)
-        store.on_workflow_commit = parts.workflows.on_commit = callback
-    return parts
 
 
 def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -68,6 +68,37 @@ def as_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+@dataclass(slots=True, kw_only=True)
+class JobOptions:
+    """How a producer asks for a job to run, spelled once: ``Task.enqueue``, ``Client.build``
+    and a batch member's ``add`` take these by name. None means the task's own setting. Not
+    frozen: one is built per enqueued job, and a frozen dataclass's init costs more."""
+
+    queue: str | None = None
+    priority: int | None = None
+    delay: float = 0.0
+    run_at: datetime | None = None
+    dedupe_key: str | None = None
+    dedupe_for: float | timedelta | None = None
+    """Keep ``dedupe_key`` taken this long after the enqueue, even once the job finished."""
+    max_attempts: int | None = None
+    timeout: float | None = None
+    held: bool = False
+    expires_at: datetime | None = None
+    """Deadline to start by: a job still waiting then is deleted by the reconciler."""
+
+    @classmethod
+    def take(cls, kwargs: dict[str, Any], names: Iterable[str] | None = None) -> JobOptions:
+        """Pop the options (those of ``names`` only, when given) out of ``kwargs``; what is
+        left are the task's own arguments."""
+        wanted = JOB_OPTION_NAMES if names is None else JOB_OPTION_NAMES & set(names)
+        return cls(**{name: kwargs.pop(name) for name in wanted & kwargs.keys()})
+
+
+#: The names of ``JobOptions``' fields.
+JOB_OPTION_NAMES: frozenset[str] = frozenset(f.name for f in fields(JobOptions))
 
 
 @dataclass(frozen=True, slots=True)

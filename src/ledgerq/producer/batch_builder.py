@@ -9,12 +9,13 @@ from typing import Protocol
 
 from ledgerq.core import errors
 from ledgerq.core.batches import BatchEvent, BatchNotFound, BatchStatus, BatchStore, Callback
-from ledgerq.core.job import EnqueueResult, JobHint, NewJob
+from ledgerq.core.job import EnqueueResult, JobHint, JobOptions, NewJob
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.validation import MAX_JOB_ID
 
-#: Keyword arguments of ``Batch.add`` that are job options, not task arguments.
+#: The ``JobOptions`` a batch member takes (``Batch.add``); its other keyword arguments are
+#: task arguments.
 MEMBER_OPTIONS = frozenset({"queue", "priority", "delay", "max_attempts", "timeout"})
 
 
@@ -68,8 +69,8 @@ class Batch:
         ``max_attempts`` and ``timeout`` are job options. Raise ``InvalidJob`` at once."""
         if self.id is not None:
             raise errors.InvalidJob(f"batch {self.id} is already enqueued")
-        options = {k: kwargs.pop(k) for k in MEMBER_OPTIONS & kwargs.keys()}
-        self._members.append(self._build(name_or_spec(task), args, kwargs, **options))
+        options = JobOptions.take(kwargs, MEMBER_OPTIONS)
+        self._members.append(self._build(name_or_spec(task), args, kwargs, options))
         return self
 
     def enqueue(self, *, tx: object | None = None) -> int:

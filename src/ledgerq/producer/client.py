@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import (
+    JOB_OPTION_NAMES,
     EnqueueResult,
     Job,
     JobHint,
+    JobOptions,
     NewJob,
     check_dedupe_window,
     check_delay,
@@ -51,47 +52,47 @@ class Client:
         task: str | TaskSpec,
         args: Sequence[object] = (),
         kwargs: dict[str, object] | None = None,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay: float = 0.0,
-        run_at: datetime | None = None,
-        dedupe_key: str | None = None,
-        dedupe_for: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        timeout: float | None = None,
-        held: bool = False,
-        expires_at: datetime | None = None,
+        options: JobOptions | None = None,
+        **named: object,
     ) -> NewJob:
-        """Validate one job request; raise an ``InvalidJob`` subclass or ``TaskNotRegistered``.
-        ``dedupe_for`` keeps ``dedupe_key`` taken for that window after the enqueue, even once
-        the job finished (see docs/coordination.md)."""
+        """Validate one job request, its ``JobOptions`` given whole or by name; raise an
+        ``InvalidJob`` subclass or ``TaskNotRegistered``. ``dedupe_for`` keeps ``dedupe_key``
+        taken for that window after the enqueue, even once the job finished (see
+        docs/coordination.md)."""
+        if options is None:
+            unknown = named.keys() - JOB_OPTION_NAMES
+            if unknown:
+                raise TypeError(f"unknown job option(s): {sorted(unknown)}")
+            options = JobOptions.take(dict(named))
+        elif named:
+            raise TypeError(f"give the options whole or by name, not both: {sorted(named)}")
+        o = options
         spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
-        check_delay(delay)
-        if priority is not None and not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
-            raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {priority}")
-        if max_attempts is not None and max_attempts < 1:
-            raise errors.InvalidJob(f"max_attempts must be at least 1, got {max_attempts}")
-        if timeout is not None:
-            check_seconds(timeout, what="timeout")
-        if dedupe_key is not None:
-            check_text(dedupe_key, what="dedupe_key", max_length=255)
-        if run_at is not None and delay:
+        check_delay(o.delay)
+        if o.priority is not None and not -MAX_PRIORITY <= o.priority <= MAX_PRIORITY:
+            raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {o.priority}")
+        if o.max_attempts is not None and o.max_attempts < 1:
+            raise errors.InvalidJob(f"max_attempts must be at least 1, got {o.max_attempts}")
+        if o.timeout is not None:
+            check_seconds(o.timeout, what="timeout")
+        if o.dedupe_key is not None:
+            check_text(o.dedupe_key, what="dedupe_key", max_length=255)
+        if o.run_at is not None and o.delay:
             raise errors.InvalidSchedule("give either delay or run_at, not both")
         return NewJob(
             task=spec.name,
             # An empty --queue is a mistake, not "the task's queue".
-            queue=check_queue_name(spec.queue if queue is None else queue),
+            queue=check_queue_name(spec.queue if o.queue is None else o.queue),
             args_json=self._codec.encode_args(tuple(args), kwargs or {}),
-            priority=spec.priority if priority is None else priority,
-            max_attempts=spec.retry.max_attempts if max_attempts is None else max_attempts,
-            delay_seconds=delay,
-            run_at=run_at,
-            dedupe_key=dedupe_key,
-            dedupe_for_seconds=check_dedupe_window(dedupe_for, dedupe_key),
-            timeout_seconds=timeout,
-            held=held,
-            expires_at=expires_at,
+            priority=spec.priority if o.priority is None else o.priority,
+            max_attempts=spec.retry.max_attempts if o.max_attempts is None else o.max_attempts,
+            delay_seconds=o.delay,
+            run_at=o.run_at,
+            dedupe_key=o.dedupe_key,
+            dedupe_for_seconds=check_dedupe_window(o.dedupe_for, o.dedupe_key),
+            timeout_seconds=o.timeout,
+            held=o.held,
+            expires_at=o.expires_at,
         )
 
     def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[EnqueueResult]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,9 +15,13 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core.batches import BatchEvent, Callback, due_events
 from ledgerq.core.codec import PayloadCodec
-from ledgerq.core.job import JobHint
+from ledgerq.core.job import JobHint, NewJob
+from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.core.workflow import WorkflowCommit
+from ledgerq.store.completion_hooks import CompletionHook
 from ledgerq.store.dialects import Dialect
+from ledgerq.store.job_rows import job_values
 from ledgerq.store.tables import batches, jobs
 
 S = JobState
@@ -83,7 +88,7 @@ def advance_batches(
         for event in due:
             callback = callbacks.get(event)
             if callback is not None:
-                values = _callback_row(dialect, callback, batch_id)
+                values = job_values(dialect, _callback_job(callback, batch_id))
                 inserted = conn.execute(sa.insert(jobs).values(values)).inserted_primary_key
                 queues.add(callback.queue)
                 if hints is not None and inserted is not None:
@@ -97,6 +102,20 @@ def advance_batches(
     if queues:
         dialect.notify(conn, queues)
     return fired_count
+
+
+def _fire_callbacks(
+    conn: Connection, dialect: Dialect, completions: Sequence[Completion], _applied: Sequence[bool]
+) -> WorkflowCommit:
+    """Fire the due callbacks of the completions' batches; their jobs are to announce."""
+    commit = WorkflowCommit()
+    batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
+    advance_batches(conn, dialect, batch_ids, commit.hints)
+    return commit
+
+
+#: Batches as a completion hook of the job store.
+HOOK = CompletionHook("batches", attrgetter("batch_id"), _fire_callbacks, row_by_row=True)
 
 
 def advance_open(conn: Connection, dialect: Dialect, *, limit: int) -> int:
@@ -116,15 +135,12 @@ def advance_open(conn: Connection, dialect: Dialect, *, limit: int) -> int:
     return advance_batches(conn, dialect, [int(i) for i in ids])
 
 
-def _callback_row(dialect: Dialect, callback: Callback, batch_id: int) -> dict[str, Any]:
-    return {
-        "queue": callback.queue,
-        "task": callback.task,
-        "args": _codec.encode_args((), {"batch_id": batch_id}),
-        "priority": callback.priority,
-        "state": S.QUEUED.value,
-        "max_attempts": callback.max_attempts,
-        "timeout_seconds": callback.timeout_seconds,
-        "run_at": dialect.now(),
-        "created_at": dialect.now(),
-    }
+def _callback_job(callback: Callback, batch_id: int) -> NewJob:
+    return NewJob(
+        task=callback.task,
+        queue=callback.queue,
+        args_json=_codec.encode_args((), {"batch_id": batch_id}),
+        priority=callback.priority,
+        max_attempts=callback.max_attempts,
+        timeout_seconds=callback.timeout_seconds,
+    )

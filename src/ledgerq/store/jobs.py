@@ -1,7 +1,8 @@
 """SqlJobStore: the JobStore port over SQLAlchemy Core, for SQLite, PostgreSQL and MySQL.
 
-Every write of a running job is fenced on ``(id, attempt, state = 'running')`` and reports per
-job whether it applied; that is what keeps a zombie worker from overwriting a new owner.
+Every write of a running job is fenced on ``(id, attempt, state = 'running')`` (see
+``moves``) and reports per job whether it applied; that is what keeps a zombie worker from
+overwriting a new owner.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.job import Claim, EnqueueResult, JobHint, NewJob, as_utc
+from ledgerq.core.job import Claim, EnqueueResult, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.core.workflow import WorkflowCommit
-from ledgerq.store import moves, workflow_advance
+from ledgerq.store import batch_hook, moves, workflow_advance
 from ledgerq.store import pg_statements as pg
-from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.claims import SqlJobClaims
+from ledgerq.store.completion_hooks import Announce, CompletionHook, run_hooks
 from ledgerq.store.dedupe import DedupeWindows
+from ledgerq.store.job_rows import bulk_rows, job_values
 from ledgerq.store.tables import jobs
 
 _Item = TypeVar("_Item")
@@ -32,14 +33,21 @@ S = JobState
 class SqlJobStore(SqlJobClaims):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
 
-    on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
-    """Called after a completion advanced a workflow or fired batch callbacks (announce the
-    jobs it queued, wake readers)."""
-
-    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        relaxed_engine: sa.Engine | None = None,
+        *,
+        hooks: Sequence[CompletionHook] = (batch_hook.HOOK, workflow_advance.HOOK),
+        announce: Announce | None = None,
+    ) -> None:
         """``relaxed_engine`` (optional) serves claims and heartbeats, whose commits need not
-        wait for the disk (see ``engine.create_engine``); everything else uses ``engine``."""
+        wait for the disk (see ``engine.create_engine``); everything else uses ``engine``.
+        ``hooks`` run in the transaction of the completions they concern, in this order;
+        ``announce`` (optional) gets what they queued or emitted once it committed."""
         super().__init__(engine, relaxed_engine)
+        self._hooks = tuple(hooks)
+        self.announce = announce
         d = self.dialect
         self._delay = sa.bindparam("delay_s", type_=sa.Float)
         self._bulk_insert_stmt = (
@@ -65,31 +73,6 @@ class SqlJobStore(SqlJobClaims):
         self._requeue_stmt = moves.put_back(moves.claim_fence())
 
     # -- producer side -------------------------------------------------------------------
-
-    def _row(self, job: NewJob) -> dict[str, Any]:
-        return {
-            "queue": job.queue,
-            "task": job.task,
-            "args": job.args_json,
-            "priority": job.priority,
-            "state": job.initial_state.value,
-            "max_attempts": job.max_attempts,
-            "dedupe_key": job.dedupe_key,
-            "timeout_seconds": job.timeout_seconds,
-            "expires_at": None
-            if job.expires_at is None
-            else self.dialect.bind_time(as_utc(job.expires_at)),
-        }
-
-    def _values(self, job: NewJob) -> dict[str, Any]:
-        """Values for a single-row insert: times are SQL expressions of the database clock."""
-        row = self._row(job)
-        row["created_at"] = self.dialect.now()
-        if job.run_at is not None:
-            row["run_at"] = self.dialect.bind_time(as_utc(job.run_at))
-        else:
-            row["run_at"] = self.dialect.now_plus(sa.literal(job.delay_seconds, sa.Float))
-        return row
 
     def insert_jobs(
         self,
@@ -122,7 +105,7 @@ class SqlJobStore(SqlJobClaims):
         if one_statement:
             # PostgreSQL: insert and NOTIFY in one autocommit statement, one round trip.
             if self._fast is not None:
-                params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+                params = bulk_rows(self.dialect, new_jobs)
                 rows = self._fast.rows(pg.INSERT_NOTIFY, pg.insert_values(params))
                 ids = sorted(int(row[0]) for row in rows)
             else:
@@ -152,10 +135,10 @@ class SqlJobStore(SqlJobClaims):
         if timed:
             # Rare: explicit run_at. Insert one by one to keep the common path a single statement.
             for job in new_jobs:
-                stmt = sa.insert(jobs).values(self._values(job)).returning(jobs.c.id)
+                stmt = sa.insert(jobs).values(job_values(self.dialect, job)).returning(jobs.c.id)
                 ids.append(int(conn.execute(stmt).scalar_one()))
             return ids
-        params = [{**self._row(j), "delay_s": j.delay_seconds} for j in new_jobs]
+        params = bulk_rows(self.dialect, new_jobs)
         fast = d.insert_plain(conn, params)
         if fast is not None:
             return fast
@@ -184,7 +167,7 @@ class SqlJobStore(SqlJobClaims):
     def _insert_unless_unfinished(self, conn: Connection, job: NewJob) -> EnqueueResult:
         # Two tries: the holder of the key may finish between our insert and our lookup.
         for _ in range(2):
-            job_id = self.dialect.insert_unless_duplicate(conn, self._values(job))
+            job_id = self.dialect.insert_unless_duplicate(conn, job_values(self.dialect, job))
             if job_id is not None:
                 return EnqueueResult(job_id)
             existing = conn.execute(
@@ -213,9 +196,8 @@ class SqlJobStore(SqlJobClaims):
             }
             for c in completions
         ]
-        batch_ids = {c.batch_id for c in completions if c.batch_id is not None}
-        steps = any(c.workflow_id is not None for c in completions)
-        if not steps and not batch_ids:
+        hooks = [h for h in self._hooks if h.concerns(completions)]
+        if not hooks:
             if self._fast is not None:
                 rows = self._fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
                 keys = ((c.claim.job_id, c.claim.attempt) for c in completions)
@@ -224,11 +206,9 @@ class SqlJobStore(SqlJobClaims):
                 fast = self.dialect.complete_group(conn, params)
             if fast is not None:
                 return fast
-        commit: WorkflowCommit | None = None
-        callbacks: list[JobHint] = []
+        row_by_row = any(h.row_by_row for h in hooks)
         with self._begin() as conn:
-            # Batch members are written row by row: their callbacks read the outcomes below.
-            applied = self.dialect.complete_group(conn, params) if not batch_ids else None
+            applied = None if row_by_row else self.dialect.complete_group(conn, params)
             if applied is None:
                 applied = self._complete_each(conn, params)
                 if self.dialect.records_history_inline:
@@ -238,19 +218,11 @@ class SqlJobStore(SqlJobClaims):
                         if ok
                     ]
                     self.dialect.end_assignments(conn, ends)
-            if batch_ids:
-                # Batch members: their outcomes and the batch's callbacks in one transaction.
-                advance_batches(conn, self.dialect, batch_ids, callbacks)
-            if steps:
-                # A step's ready dependents are queued in the transaction of its completion.
-                commit = workflow_advance.record_completions(
-                    conn, self.dialect, completions, applied
-                )
-        if callbacks:  # announced with the workflow changes, once committed
-            commit = commit or WorkflowCommit()
-            commit.hints.extend(callbacks)
-        if commit and self.on_workflow_commit is not None:
-            self.on_workflow_commit(commit)  # committed: readers woken now see the change
+            # A batch's callbacks and a step's ready dependents are decided in the
+            # transaction of the outcomes that make them due.
+            commit = run_hooks(conn, self.dialect, hooks, completions, applied)
+        if commit and self.announce is not None:
+            self.announce(commit)  # committed: readers woken now see the change
         return applied
 
     def _complete_each(self, conn: Connection, params: list[dict[str, Any]]) -> list[bool]:

@@ -9,35 +9,31 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ledgerq.store.job_rows import PLAIN_COLUMNS
+from ledgerq.store.tables import jobs
+
 #: The LISTEN/NOTIFY channel that wakes idle workers; the payload is the queue name.
 NOTIFY_CHANNEL = "ledgerq_jobs"
 
 # Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
 # regular expression, which cost more client CPU than the rest of a bulk enqueue together.
+INSERT_COLUMNS = (*PLAIN_COLUMNS, "delay_s")
+# Strings travel as text (the insert checks their lengths); FLOAT is PostgreSQL's float8.
+_PLAIN_TYPES = ", ".join(
+    f"{c} {'text' if isinstance(jobs.c[c].type, sa.String) else jobs.c[c].type.compile()}"
+    for c in PLAIN_COLUMNS
+)
 INSERT_NOTIFY = sa.text(
     "WITH ins AS ("
-    "INSERT INTO jobs (queue, task, args, priority, state, max_attempts, timeout_seconds,"
-    " run_at, created_at)"
-    " SELECT v.queue, v.task, v.args, v.priority, v.state, v.max_attempts, v.timeout_seconds,"
+    f"INSERT INTO jobs ({', '.join(PLAIN_COLUMNS)}, run_at, created_at)"
+    f" SELECT {', '.join(f'v.{c}' for c in PLAIN_COLUMNS)},"
     " clock_timestamp() + make_interval(secs => v.delay_s), clock_timestamp()"
-    " FROM json_to_recordset(CAST(:rows AS json)) AS v(queue text, task text, args text,"
-    " priority smallint, state text, max_attempts int, timeout_seconds float8, delay_s float8)"
+    f" FROM json_to_recordset(CAST(:rows AS json)) AS v({_PLAIN_TYPES}, delay_s float8)"
     " RETURNING id, queue, state)"
     # The insert wakes idle workers in the same statement (one round trip, atomic in
     # autocommit); the uncorrelated subquery runs once, and NOTIFY is delivered at commit.
     " SELECT ins.id, (SELECT count(pg_notify('" + NOTIFY_CHANNEL + "', q.queue))"
     " FROM (SELECT DISTINCT queue FROM ins WHERE state = 'queued') AS q) AS woken FROM ins"
-)
-
-INSERT_COLUMNS = (
-    "queue",
-    "task",
-    "args",
-    "priority",
-    "state",
-    "max_attempts",
-    "timeout_seconds",
-    "delay_s",
 )
 
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import workflow as wf
-from ledgerq.core.job import JobHint
+from ledgerq.core.job import JobHint, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store.completion_hooks import CompletionHook
 from ledgerq.store.dialects import Dialect
+from ledgerq.store.job_rows import job_values
 from ledgerq.store.tables import jobs, workflow_events, workflow_steps, workflows
 
 S = wf.StepState
@@ -116,6 +119,10 @@ def record_completions(
             commit.workflow_ids.add(row["id"])
             advance(conn, d, row, commit, progressed=True)
     return commit
+
+
+#: Workflows as a completion hook of the job store.
+HOOK = CompletionHook("workflows", attrgetter("workflow_id"), record_completions)
 
 
 def after_commit(
@@ -224,18 +231,15 @@ def _queue_step(conn: Connection, d: Dialect, step: Any, by_name: dict[str, Any]
         payload.setdefault("kwargs", {})[wf.UPSTREAM_KWARG] = {
             n: results.get(n) for n in depends_on
         }
-    values = {
-        "queue": step["queue"],
-        "task": step["task"],
-        "args": json.dumps(payload, separators=(",", ":")),
-        "priority": step["priority"],
-        "state": JobState.QUEUED.value,
-        "max_attempts": step["max_attempts"],
-        "timeout_seconds": step["timeout_seconds"],
-        "workflow_id": step["workflow_id"],
-        "created_at": d.now(),
-        "run_at": d.now(),
-    }
+    job = NewJob(
+        task=step["task"],
+        queue=step["queue"],
+        args_json=json.dumps(payload, separators=(",", ":")),
+        priority=step["priority"],
+        max_attempts=step["max_attempts"],
+        timeout_seconds=step["timeout_seconds"],
+    )
+    values = job_values(d, job, step["workflow_id"])
     job_id = int(conn.execute(sa.insert(jobs).values(values).returning(jobs.c.id)).scalar_one())
     conn.execute(
         sa.update(workflow_steps)

@@ -7,7 +7,7 @@ with step completions; the event feed is written in the same transactions.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +18,7 @@ from ledgerq.core import workflow as wf
 from ledgerq.core.job import as_utc
 from ledgerq.core.states import UNFINISHED
 from ledgerq.store import workflow_advance as adv
+from ledgerq.store.completion_hooks import Announce
 from ledgerq.store.tables import jobs, workflow_events, workflow_steps, workflows
 from ledgerq.store.transactions import SqlTransactions
 
@@ -28,8 +29,11 @@ W = wf.WorkflowState
 class SqlWorkflowStore(SqlTransactions):
     """The WorkflowStore port over SQLAlchemy Core."""
 
-    on_commit: Callable[[wf.WorkflowCommit], None] | None = None
-    """Called after a committed change queued jobs or emitted events (announce, wake)."""
+    def __init__(self, engine: sa.Engine, announce: Announce | None = None) -> None:
+        """``announce`` (optional) gets each committed change that queued jobs or emitted
+        events (announce the jobs, wake feed readers)."""
+        super().__init__(engine)
+        self.announce = announce
 
     def create_workflow(self, draft: wf.WorkflowDraft, *, connection: object | None = None) -> str:
         """Store the workflow and its steps and queue the steps without dependencies, in one
@@ -56,7 +60,7 @@ class SqlWorkflowStore(SqlTransactions):
             row = adv.lock_workflows(conn, [draft.id])[0]
             adv.advance(conn, d, row, commit, progressed=True)
             if connection is not None:
-                adv.after_commit(conn, self.on_commit, commit)
+                adv.after_commit(conn, self.announce, commit)
         if connection is None:
             self._announce(commit)
         return draft.id
@@ -272,9 +276,9 @@ class SqlWorkflowStore(SqlTransactions):
             return [_event(r) for r in conn.execute(stmt).mappings()]
 
     def _announce(self, commit: wf.WorkflowCommit) -> None:
-        """Hand a committed change to ``on_commit`` (announce its jobs, wake feed readers)."""
-        if commit and self.on_commit is not None:
-            self.on_commit(commit)
+        """Hand a committed change to ``announce`` (announce its jobs, wake feed readers)."""
+        if commit and self.announce is not None:
+            self.announce(commit)
 
     def _locked(self, conn: Connection, workflow_id: str) -> Any:
         rows = adv.lock_workflows(conn, [workflow_id])
