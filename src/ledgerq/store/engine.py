@@ -91,7 +91,7 @@ def create_engine(
 
     ``generic_plans`` makes PostgreSQL plan each prepared statement once for all parameter
     values (``plan_cache_mode = force_generic_plan``), for statements whose best plan does
-    not depend on them (see ``pg_fast``). ``application_name`` names the sessions.
+    not depend on them (see ``postgres/fast.py``). ``application_name`` names the sessions.
 
     PostgreSQL sessions run in UTC (``timezone = UTC``): psycopg then returns timestamps in
     ``datetime.UTC`` itself, and a claimed job's seven timestamps need no conversion (in any

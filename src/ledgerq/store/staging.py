@@ -31,11 +31,7 @@ class SqlJobStaging(SqlJobOperations):
             .limit(limit)
         )
         with self._begin() as conn:
-            ids: list[Any]
-            if d.name == "sqlite":
-                ids = list(conn.execute(due).scalars())
-            else:
-                ids = list(conn.execute(due.with_for_update(skip_locked=True)).scalars())
+            ids: list[Any] = list(conn.execute(d.skipping_locked(due)).scalars())
             if not ids:
                 return []
             stmt = (

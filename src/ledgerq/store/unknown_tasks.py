@@ -19,6 +19,7 @@ from ledgerq.core import fleet
 from ledgerq.core import unknown_tasks as unknown
 from ledgerq.core.job import Claim
 from ledgerq.store.failover import db_time
+from ledgerq.store.history import put_back
 from ledgerq.store.moves import postponed, running_attempt
 from ledgerq.store.tables import jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
@@ -74,12 +75,15 @@ class UnknownTaskMixin(SqlTransactions):
                 "waiting_since": since.isoformat(),
                 "put_backs": put_backs + 1,
             }
-            moved = conn.execute(
+            moved = put_back(
+                conn,
+                d,
+                claim,
                 sa.update(jobs)
                 .where(fence)
-                .values({**postponed(d, delay), "error": json.dumps(error)})
-            ).rowcount
-        if moved != 1:
+                .values({**postponed(d, delay), "error": json.dumps(error)}),
+            )
+        if not moved:
             return None
         return unknown.Verdict(True, delay, waited, declared, put_backs + 1)
 

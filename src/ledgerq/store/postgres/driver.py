@@ -1,0 +1,185 @@
+"""The PostgreSQL driver: SKIP LOCKED, RETURNING, LISTEN/NOTIFY, asynchronous commit for
+claims and heartbeats, and a psycopg fast path that runs the hot-path statements (claims,
+group completions, heartbeats, plain enqueues) without SQLAlchemy's execution machinery."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+
+from ledgerq.core import errors
+from ledgerq.core.ports import Waker
+from ledgerq.store.dialects import Dialect, Sessions, insert_or_skip_with
+from ledgerq.store.engine import create_engine
+from ledgerq.store.postgres import statements as pg
+from ledgerq.store.postgres.fast import FastStatements
+from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
+from ledgerq.store.tables import jobs
+
+#: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
+MAINTAIN_DEAD_TUPLES = 20_000
+_MAINTAIN_LOCK = 0x6C65_6467  # "ledg": an arbitrary, fixed advisory-lock key
+_PG_DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')"
+
+
+class PostgresDriver(Dialect):
+    """PostgreSQL over psycopg 3 (the only PostgreSQL driver ledgerq speaks)."""
+
+    name = "postgresql"
+
+    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+        super().__init__(engine, relaxed_engine)
+        if engine.dialect.driver != "psycopg":
+            raise errors.ConfigError(
+                f"PostgreSQL needs the psycopg (3) driver, not {engine.dialect.driver!r}:"
+                " use a postgresql:// or postgresql+psycopg:// URL"
+            )
+        #: The hot path's executor (see ``fast.py``).
+        self.fast = FastStatements(engine, relaxed_engine)
+
+    @classmethod
+    def relaxed_pool(cls, url: str) -> sa.Engine | None:
+        return create_engine(url, pool_size=2, relaxed=True)
+
+    def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
+        from ledgerq.store.postgres.listener import PgNotifyWaker
+
+        return PgNotifyWaker(self.engine, queues, lazy=lazy)
+
+    def now(self) -> sa.ColumnElement[Any]:
+        return sa.func.clock_timestamp()
+
+    def now_plus(self, seconds: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, sa.cast(seconds, sa.Float))
+        return sa.func.clock_timestamp() + interval
+
+    def epoch_us(self) -> sa.ColumnElement[Any]:
+        return sa.cast(sa.func.extract("epoch", sa.func.now()) * 1_000_000, sa.BigInteger)
+
+    def bind_time(self, value: Any) -> Any:
+        return value
+
+    def relax_commit(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+    def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
+        # No history row yet: the statement that ends the attempt writes it.
+        return super().build_claim(picked.with_for_update(skip_locked=True), values)
+
+    def claim(
+        self, tx: Sessions, built: Any, params: dict[str, Any]
+    ) -> Sequence[Mapping[Any, Any]]:
+        return self.fast.mappings(built, params, relaxed=True)
+
+    def claim_ids(
+        self, tx: Sessions, built: Any, params: dict[str, Any], queues: Sequence[str]
+    ) -> Sequence[Mapping[Any, Any]]:
+        # One statement text for any number of ids (see statements.CLAIM_HINTED).
+        values = pg.hinted_claim_values(params, queues)
+        return self.fast.mappings(pg.CLAIM_HINTED, values, generic_plans=True)
+
+    def _insert_ignore(self) -> Any:
+        return postgresql.insert(jobs).on_conflict_do_nothing()
+
+    def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+        return insert_or_skip_with(postgresql.insert, conn, table, row)
+
+    single_statement_options = {"isolation_level": "AUTOCOMMIT"}  # noqa: RUF012
+    insert_notifies = True
+
+    def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        # Ids come from the sequence in the document's order, so ascending ids are input order.
+        ids: Sequence[Any] = conn.execute(pg.INSERT_NOTIFY, pg.insert_values(rows)).scalars().all()
+        return sorted(int(i) for i in ids)
+
+    def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        # Insert and NOTIFY in one autocommit statement, one round trip.
+        found = self.fast.rows(pg.INSERT_NOTIFY, pg.insert_values(rows))
+        return sorted(int(row[0]) for row in found)
+
+    def complete_group(
+        self, conn: Connection, params: Sequence[dict[str, Any]]
+    ) -> list[bool] | None:
+        rows = conn.execute(pg.COMPLETE_GROUP, pg.complete_group_values(params)).all()
+        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
+
+    def complete_alone(self, tx: Sessions, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+        rows = self.fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
+        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
+
+    def heartbeat_alone(
+        self, tx: Sessions, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
+    ) -> list[bool] | None:
+        values = pg.heartbeat_values(ids, attempts, lease_seconds)
+        rows = self.fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
+        return pg.applied(zip(ids, attempts, strict=True), rows)
+
+    def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
+        if ends:
+            ids, attempts, outcomes = (list(column) for column in zip(*ends, strict=True))
+            conn.execute(
+                pg.END_ASSIGNMENTS, {"ids": ids, "attempts": attempts, "outcomes": outcomes}
+            )
+
+    def upsert_assignments(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> bool:
+        document = json.dumps(
+            [
+                {
+                    "job_id": r["a_job"],
+                    "attempt": r["a_attempt"],
+                    "worker_id": r["a_worker"],
+                    "started_at": r["a_started"].isoformat() if r["a_started"] else None,
+                    "outcome": r["a_outcome"],
+                }
+                for r in rows
+            ]
+        )
+        conn.execute(pg.UPSERT_ASSIGNMENTS, {"rows": document})
+        return True
+
+    def notify(self, conn: Connection, queues: set[str]) -> None:
+        for queue in sorted(queues):
+            conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, queue)))
+
+    def maintain(self, engine: sa.Engine) -> bool:
+        # A queue table churns; with autovacuum off (or behind) dead index entries pile up in
+        # front of the claim and stale statistics mislead the planner. One worker at a time
+        # (advisory lock) vacuums and analyzes the table when enough rows died.
+        with engine.connect() as plain:
+            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+            dead = conn.exec_driver_sql(_PG_DEAD_TUPLES).scalar() or 0
+            if dead < MAINTAIN_DEAD_TUPLES:
+                return False
+            if not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({_MAINTAIN_LOCK})").scalar():
+                return False
+            try:
+                conn.exec_driver_sql("VACUUM (ANALYZE) jobs")
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
+        return True
+
+    def max_connections(self, conn: Connection) -> int | None:
+        return int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+
+    def try_lock(self, conn: Connection, name: str) -> bool:
+        key = self._lock_key(conn, name)
+        return bool(conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
+
+    def unlock(self, conn: Connection, name: str) -> None:
+        conn.execute(sa.select(sa.func.pg_advisory_unlock(self._lock_key(conn, name))))
+
+    @staticmethod
+    def _lock_key(conn: Connection, name: str) -> int:
+        # Advisory locks are database-wide: the ledger's schema goes into the key, so two
+        # ledgers in one database (one schema each) never hold each other's lock.
+        # The schema is read once per pooled connection (its search_path is fixed), not for
+        # both the lock and the unlock.
+        if "ledger_schema" not in conn.info:
+            conn.info["ledger_schema"] = conn.execute(sa.select(sa.func.current_schema())).scalar()
+        return zlib.crc32(f"{conn.info['ledger_schema']}:{name}".encode())
