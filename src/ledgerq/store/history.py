@@ -117,6 +117,18 @@ def held_attempts(conn: Connection, claims: Sequence[Claim]) -> dict[int, EndedA
     }
 
 
+def running_attempt_of(conn: Connection, job_id: int) -> EndedAttempt | None:
+    """The attempt the job runs now, as its row holds it (None: it does not run)."""
+    row = conn.execute(
+        sa.select(jobs.c.attempt, jobs.c.worker_id, jobs.c.claimed_at).where(
+            jobs.c.id == job_id, jobs.c.state == JobState.RUNNING.value
+        )
+    ).first()
+    if row is None:
+        return None
+    return EndedAttempt(job_id, int(row.attempt), row.worker_id, row.claimed_at)
+
+
 def end_outcomes(conn: Connection, dialect: Dialect, ends: Sequence[tuple[int, int, str]]) -> None:
     """Record attempts whose outcomes ``(job_id, attempt, outcome)`` were just written in
     ``conn``'s transaction; holder and start are read from the jobs (the outcome keeps them)."""
