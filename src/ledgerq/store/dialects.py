@@ -40,6 +40,30 @@ class Dialect:
         self.engine = engine
         self.relaxed_engine = relaxed_engine
 
+    # -- engines -------------------------------------------------------------------------
+
+    @classmethod
+    def normalize_url(cls, url: sa.URL) -> sa.URL:
+        """``url`` with this driver's DBAPI when it names none, and the settings it needs."""
+        return url
+
+    @classmethod
+    def engine_options(
+        cls,
+        url: sa.URL,
+        *,
+        pool_size: int,
+        relaxed: bool,
+        generic_plans: bool,
+        application_name: str | None,
+    ) -> tuple[sa.URL, dict[str, Any]]:
+        """The URL and ``sa.create_engine`` options of an engine (see ``create_engine``)."""
+        return url, {"pool_size": pool_size, "max_overflow": pool_size}
+
+    @classmethod
+    def configure_engine(cls, engine: sa.Engine) -> None:
+        """Set up a new engine (event listeners)."""
+
     @classmethod
     def relaxed_pool(cls, url: str) -> sa.Engine | None:
         """A small engine for claims and heartbeats whose commits do not wait for the disk,

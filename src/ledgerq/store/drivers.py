@@ -12,10 +12,16 @@ from ledgerq.store.dialects import Dialect
 # Imported on first use: a SQLite ledger never imports psycopg.
 _DRIVERS = {
     "postgresql": ("ledgerq.store.postgres", "PostgresDriver"),
+    "postgres": ("ledgerq.store.postgres", "PostgresDriver"),
     "mysql": ("ledgerq.store.mariadb", "MariadbDriver"),
     "mariadb": ("ledgerq.store.mariadb", "MariadbDriver"),
     "sqlite": ("ledgerq.store.sqlite", "SqliteDriver"),
 }
+
+
+def known_database(name: str) -> bool:
+    """Whether a URL's database name (its backend) has a driver."""
+    return name in _DRIVERS
 
 
 def driver_type(engine_dialect_name: str) -> type[Dialect]:

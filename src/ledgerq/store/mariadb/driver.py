@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.store.dialects import Dialect, Sessions
+from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS
 from ledgerq.store.tables import jobs
 
 _ER_DUP_ENTRY = 1062
@@ -31,6 +32,37 @@ class MariadbDriver(Dialect):
     """MySQL and MariaDB over PyMySQL."""
 
     name = "mysql"
+
+    @classmethod
+    def normalize_url(cls, url: sa.URL) -> sa.URL:
+        if "+" not in url.drivername:
+            url = url.set(drivername=f"{url.get_backend_name()}+pymysql")
+        return url.update_query_dict({"charset": "utf8mb4"})
+
+    @classmethod
+    def engine_options(
+        cls,
+        url: sa.URL,
+        *,
+        pool_size: int,
+        relaxed: bool,
+        generic_plans: bool,
+        application_name: str | None,
+    ) -> tuple[sa.URL, dict[str, Any]]:
+        url, options = super().engine_options(
+            url,
+            pool_size=pool_size,
+            relaxed=relaxed,
+            generic_plans=generic_plans,
+            application_name=application_name,
+        )
+        # READ COMMITTED avoids the gap locks that make SKIP LOCKED claims deadlock.
+        options["isolation_level"] = "READ COMMITTED"
+        if url.get_backend_name() == "mariadb":
+            # MariaDB's name for PostgreSQL's idle-in-transaction guard (MySQL has none).
+            timeout = f"SET SESSION idle_transaction_timeout = {IDLE_IN_TRANSACTION_SECONDS}"
+            options["connect_args"] = {"init_command": timeout}
+        return url, options
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.utc_timestamp(6)

@@ -16,11 +16,25 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import errors
 from ledgerq.core.ports import Waker
 from ledgerq.store.dialects import Dialect, Sessions, insert_or_skip_with
-from ledgerq.store.engine import create_engine
+from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
 from ledgerq.store.postgres import statements as pg
 from ledgerq.store.postgres.fast import FastStatements
 from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 from ledgerq.store.tables import jobs
+
+#: libpq settings that bound how long a connection to a vanished server (a host that died or
+#: was cut off, which sends no reset) can block: a connect tries the next host of a
+#: multi-host URL after 10 s, an idle or waiting connection is found dead by keepalives in
+#: about 25 s, and a write the peer never acknowledges fails after 30 s. Without them a
+#: worker's writer thread waited for the kernel's retransmissions, about 15 minutes.
+PG_DEAD_PEER_DEFAULTS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
 
 #: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
 MAINTAIN_DEAD_TUPLES = 20_000
@@ -42,6 +56,52 @@ class PostgresDriver(Dialect):
             )
         #: The hot path's executor (see ``fast.py``).
         self.fast = FastStatements(engine, relaxed_engine)
+
+    @classmethod
+    def normalize_url(cls, url: sa.URL) -> sa.URL:
+        return url if "+" in url.drivername else url.set(drivername="postgresql+psycopg")
+
+    @classmethod
+    def engine_options(
+        cls,
+        url: sa.URL,
+        *,
+        pool_size: int,
+        relaxed: bool,
+        generic_plans: bool,
+        application_name: str | None,
+    ) -> tuple[sa.URL, dict[str, Any]]:
+        """``relaxed``: commits do not wait for the WAL flush (``synchronous_commit = off``),
+        for claims and heartbeats only: losing one in a crash is harmless because the fenced
+        completion of a lost attempt is refused.
+
+        ``generic_plans``: each prepared statement is planned once for all parameter values
+        (``plan_cache_mode = force_generic_plan``), for statements whose best plan does not
+        depend on them (see ``fast.py``). ``application_name`` names the sessions.
+
+        Sessions run in UTC (``timezone = UTC``): psycopg then returns timestamps in
+        ``datetime.UTC`` itself, and a claimed job's seven timestamps need no conversion (in
+        any other zone, ``Etc/UTC`` included, psycopg and ``Job.from_row`` converted each one:
+        about a third of a claim's client CPU). ``timestamptz`` values are instants either way.
+        """
+        existing = url.query.get("options", "")
+        existing = existing if isinstance(existing, str) else " ".join(existing)
+        wanted = [
+            f"-cidle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}",
+            "-ctimezone=UTC",
+        ]
+        if relaxed:
+            wanted.append("-csynchronous_commit=off")
+        if generic_plans:
+            wanted.append("-cplan_cache_mode=force_generic_plan")
+        # An engine derived from another's URL already carries some of them.
+        extra = [option for option in wanted if option not in existing.split()]
+        url = url.update_query_dict({"options": " ".join([existing, *extra]).strip()})
+        if application_name is not None:
+            url = url.update_query_dict({"application_name": application_name})
+        # A URL's own values win (connect_args would override the URL's query).
+        defaults = {k: v for k, v in PG_DEAD_PEER_DEFAULTS.items() if k not in url.query}
+        return url, {"connect_args": {"prepare_threshold": 0, **defaults}}
 
     @classmethod
     def relaxed_pool(cls, url: str) -> sa.Engine | None:

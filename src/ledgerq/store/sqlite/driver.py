@@ -10,6 +10,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from ledgerq.store.dialects import Dialect, insert_or_skip_with
+from ledgerq.store.sqlite import engine as sqlite_engine
 from ledgerq.store.tables import jobs
 
 
@@ -18,6 +19,33 @@ class SqliteDriver(Dialect):
 
     name = "sqlite"
     _format = "%Y-%m-%d %H:%M:%f000"  # matches SQLAlchemy's stored text, to the millisecond
+
+    @classmethod
+    def normalize_url(cls, url: sa.URL) -> sa.URL:
+        return sqlite_engine.check_url(url)
+
+    @classmethod
+    def engine_options(
+        cls,
+        url: sa.URL,
+        *,
+        pool_size: int,
+        relaxed: bool,
+        generic_plans: bool,
+        application_name: str | None,
+    ) -> tuple[sa.URL, dict[str, Any]]:
+        url, options = super().engine_options(
+            url,
+            pool_size=pool_size,
+            relaxed=relaxed,
+            generic_plans=generic_plans,
+            application_name=application_name,
+        )
+        return url, {**options, "connect_args": {"timeout": 30, "check_same_thread": False}}
+
+    @classmethod
+    def configure_engine(cls, engine: sa.Engine) -> None:
+        sqlite_engine.configure(engine)
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.strftime(self._format, "now")
