@@ -39,6 +39,7 @@ class Dialect:
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         self.engine = engine
         self.relaxed_engine = relaxed_engine
+        self._ending: tuple[sa.Update, sa.Insert] | None = None
 
     # -- engines -------------------------------------------------------------------------
 
@@ -204,7 +205,9 @@ class Dialect:
     def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
         """Write the history rows of ``(job_id, attempt, outcome)`` whose outcomes were just
         written in ``conn``'s transaction (worker and start read from the jobs)."""
-        history.end_outcomes(conn, self, ends)
+        if self._ending is None:
+            self._ending = history.ending(self)
+        history.end_outcomes(conn, self._ending, ends)
 
     def upsert_assignments(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> bool:
         """Write assignment rows (a_job, a_attempt, a_worker, a_started, a_outcome) in one

@@ -129,26 +129,35 @@ def running_attempt_of(conn: Connection, job_id: int) -> EndedAttempt | None:
     return EndedAttempt(job_id, int(row.attempt), row.worker_id, row.claimed_at)
 
 
-def end_outcomes(conn: Connection, dialect: Dialect, ends: Sequence[tuple[int, int, str]]) -> None:
+def end_outcomes(
+    conn: Connection, statements: tuple[sa.Update, sa.Insert], ends: Sequence[tuple[int, int, str]]
+) -> None:
     """Record attempts whose outcomes ``(job_id, attempt, outcome)`` were just written in
-    ``conn``'s transaction; holder and start are read from the jobs (the outcome keeps them)."""
+    ``conn``'s transaction, with the ``ending`` statements: open rows are closed, missing ones
+    inserted with holder and start read from the jobs (the outcome keeps them). Two
+    statements per group, whatever its size."""
     if not ends:
         return
-    rows: Sequence[Any] = conn.execute(
-        sa.select(jobs.c.id, jobs.c.worker_id, jobs.c.claimed_at, jobs.c.started_at).where(
-            jobs.c.id.in_(sorted({job_id for job_id, _, _ in ends}))
-        )
-    ).all()
-    held = {int(r.id): r for r in rows}
-    by_outcome: dict[str, list[EndedAttempt]] = {}
-    for job_id, attempt, outcome in ends:
-        row = held[job_id]
-        began = row.claimed_at if row.claimed_at is not None else row.started_at
-        by_outcome.setdefault(outcome, []).append(
-            EndedAttempt(job_id, attempt, row.worker_id, began)
-        )
-    for outcome, ended in by_outcome.items():
-        end_attempts(conn, dialect, ended, fleet.Outcome(outcome))
+    rows = [{"a_job": j, "a_attempt": a, "a_outcome": o} for j, a, o in ends]
+    for statement in statements:
+        conn.execute(statement, rows)
+
+
+def ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
+    """``end_outcomes``'s statements (built once per driver)."""
+    attempt = sa.bindparam("a_attempt", type_=sa.Integer)
+    outcome = sa.bindparam("a_outcome", type_=sa.String)
+    recorded = sa.exists().where(_a.c.job_id == jobs.c.id, _a.c.attempt == attempt)
+    ended = sa.select(
+        jobs.c.id,
+        attempt,
+        sa.func.coalesce(jobs.c.worker_id, "(no worker)"),
+        sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at, dialect.now()),
+        dialect.now(),
+        outcome,
+    ).where(jobs.c.id == sa.bindparam("a_job"), ~recorded)
+    columns = ["job_id", "attempt", "worker_id", "started_at", "ended_at", "outcome"]
+    return closing(dialect), sa.insert(_a).from_select(columns, ended)
 
 
 def put_back(conn: Connection, dialect: Dialect, claim: Claim, move: sa.Update) -> bool:
