@@ -12,13 +12,13 @@ import sqlalchemy as sa
 from ledgerq.core.job import Job
 from ledgerq.core.states import JobState
 from ledgerq.store.queues import unpaused
-from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs, paused_queues
+from ledgerq.store.transactions import SqlTransactions
 
 S = JobState
 
 
-class SqlJobClaims(SqlJobStaging):
+class SqlJobClaims(SqlTransactions):
     """The worker's side of the ledger that takes jobs; thread-safe."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:

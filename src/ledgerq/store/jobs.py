@@ -22,6 +22,8 @@ from ledgerq.store.batch_hook import advance_batches
 from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.history import held_attempts, record_put_back
+from ledgerq.store.operations import SqlJobOperations
+from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs
 
 _Item = TypeVar("_Item")
@@ -40,8 +42,12 @@ def _fence(
     )
 
 
-class SqlJobStore(SqlJobClaims):
-    """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
+class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
+    """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool.
+
+    One level of parts over the shared transactions: claims (``claims.py``), staging and
+    upkeep (``staging.py``) and operator actions (``operations.py``); the producer's inserts
+    and the worker's fenced writes are here."""
 
     on_workflow_commit: Callable[[WorkflowCommit], None] | None = None
     """Called after a completion advanced a workflow or fired batch callbacks (announce the

@@ -11,14 +11,13 @@ import sqlalchemy as sa
 
 from ledgerq.core.job import JobHint, as_utc
 from ledgerq.core.states import WAITING, JobState
-from ledgerq.store.operations import SqlJobOperations
 from ledgerq.store.tables import jobs
-from ledgerq.store.transactions import translate_error
+from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
 
 
-class SqlJobStaging(SqlJobOperations):
+class SqlJobStaging(SqlTransactions):
     """The staging and upkeep part of the JobStore port."""
 
     def stage_due_jobs(self, *, limit: int = 1000) -> list[JobHint]:
