@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -19,6 +20,17 @@ from sqlalchemy.engine import Connection, RowMapping
 from ledgerq.core.ports import Waker
 from ledgerq.store import history
 from ledgerq.store.tables import jobs
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """What ``engine.create_engine`` was asked for (all but the pool size are PostgreSQL's:
+    see ``PostgresDriver.engine_options``)."""
+
+    pool_size: int = 10
+    relaxed: bool = False
+    generic_plans: bool = False
+    application_name: str | None = None
 
 
 class Sessions(Protocol):
@@ -49,17 +61,9 @@ class Dialect:
         return url
 
     @classmethod
-    def engine_options(
-        cls,
-        url: sa.URL,
-        *,
-        pool_size: int,
-        relaxed: bool,
-        generic_plans: bool,
-        application_name: str | None,
-    ) -> tuple[sa.URL, dict[str, Any]]:
+    def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
         """The URL and ``sa.create_engine`` options of an engine (see ``create_engine``)."""
-        return url, {"pool_size": pool_size, "max_overflow": pool_size}
+        return url, {"pool_size": asked.pool_size, "max_overflow": asked.pool_size}
 
     @classmethod
     def configure_engine(cls, engine: sa.Engine) -> None:

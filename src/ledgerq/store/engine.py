@@ -9,6 +9,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
 from ledgerq.core.redaction import mask_url
+from ledgerq.store.dialects import EngineSettings
 from ledgerq.store.drivers import driver_type, known_database
 
 #: Execution option marking a transaction that only reads (SQLite then skips the write lock).
@@ -53,13 +54,8 @@ def create_engine(
     """
     parsed = normalize_url(url)
     driver = driver_type(parsed.get_backend_name())
-    parsed, options = driver.engine_options(
-        parsed,
-        pool_size=pool_size,
-        relaxed=relaxed,
-        generic_plans=generic_plans,
-        application_name=application_name,
-    )
+    asked = EngineSettings(pool_size, relaxed, generic_plans, application_name)
+    parsed, options = driver.engine_options(parsed, asked)
     # No pre-ping: it costs a round trip per checkout on the hot path. A dropped connection
     # fails one call (StoreUnavailable), SQLAlchemy discards the pool, and callers retry.
     engine = sa.create_engine(parsed, pool_recycle=3600, **options)

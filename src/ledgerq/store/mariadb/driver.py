@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
-from ledgerq.store.dialects import Dialect, Sessions
+from ledgerq.store.dialects import Dialect, EngineSettings, Sessions
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS
 from ledgerq.store.tables import jobs
 
@@ -40,22 +40,8 @@ class MariadbDriver(Dialect):
         return url.update_query_dict({"charset": "utf8mb4"})
 
     @classmethod
-    def engine_options(
-        cls,
-        url: sa.URL,
-        *,
-        pool_size: int,
-        relaxed: bool,
-        generic_plans: bool,
-        application_name: str | None,
-    ) -> tuple[sa.URL, dict[str, Any]]:
-        url, options = super().engine_options(
-            url,
-            pool_size=pool_size,
-            relaxed=relaxed,
-            generic_plans=generic_plans,
-            application_name=application_name,
-        )
+    def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
+        url, options = super().engine_options(url, asked)
         # READ COMMITTED avoids the gap locks that make SKIP LOCKED claims deadlock.
         options["isolation_level"] = "READ COMMITTED"
         if url.get_backend_name() == "mariadb":

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
 from ledgerq.core.ports import Waker
-from ledgerq.store.dialects import Dialect, Sessions, insert_or_skip_with
+from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
 from ledgerq.store.postgres import statements as pg
 from ledgerq.store.postgres.fast import FastStatements
@@ -62,22 +62,14 @@ class PostgresDriver(Dialect):
         return url if "+" in url.drivername else url.set(drivername="postgresql+psycopg")
 
     @classmethod
-    def engine_options(
-        cls,
-        url: sa.URL,
-        *,
-        pool_size: int,
-        relaxed: bool,
-        generic_plans: bool,
-        application_name: str | None,
-    ) -> tuple[sa.URL, dict[str, Any]]:
-        """``relaxed``: commits do not wait for the WAL flush (``synchronous_commit = off``),
+    def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
+        """``asked.relaxed``: commits do not wait for the WAL flush (``synchronous_commit = off``),
         for claims and heartbeats only: losing one in a crash is harmless because the fenced
         completion of a lost attempt is refused.
 
-        ``generic_plans``: each prepared statement is planned once for all parameter values
+        ``asked.generic_plans``: each prepared statement is planned once for all parameter values
         (``plan_cache_mode = force_generic_plan``), for statements whose best plan does not
-        depend on them (see ``fast.py``). ``application_name`` names the sessions.
+        depend on them (see ``fast.py``). ``asked.application_name`` names the sessions.
 
         Sessions run in UTC (``timezone = UTC``): psycopg then returns timestamps in
         ``datetime.UTC`` itself, and a claimed job's seven timestamps need no conversion (in
@@ -90,15 +82,15 @@ class PostgresDriver(Dialect):
             f"-cidle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}",
             "-ctimezone=UTC",
         ]
-        if relaxed:
+        if asked.relaxed:
             wanted.append("-csynchronous_commit=off")
-        if generic_plans:
+        if asked.generic_plans:
             wanted.append("-cplan_cache_mode=force_generic_plan")
         # An engine derived from another's URL already carries some of them.
         extra = [option for option in wanted if option not in existing.split()]
         url = url.update_query_dict({"options": " ".join([existing, *extra]).strip()})
-        if application_name is not None:
-            url = url.update_query_dict({"application_name": application_name})
+        if asked.application_name is not None:
+            url = url.update_query_dict({"application_name": asked.application_name})
         # A URL's own values win (connect_args would override the URL's query).
         defaults = {k: v for k, v in PG_DEAD_PEER_DEFAULTS.items() if k not in url.query}
         return url, {"connect_args": {"prepare_threshold": 0, **defaults}}

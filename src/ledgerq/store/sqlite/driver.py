@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from ledgerq.store.dialects import Dialect, insert_or_skip_with
+from ledgerq.store.dialects import Dialect, EngineSettings, insert_or_skip_with
 from ledgerq.store.sqlite import engine as sqlite_engine
 from ledgerq.store.tables import jobs
 
@@ -25,22 +25,8 @@ class SqliteDriver(Dialect):
         return sqlite_engine.check_url(url)
 
     @classmethod
-    def engine_options(
-        cls,
-        url: sa.URL,
-        *,
-        pool_size: int,
-        relaxed: bool,
-        generic_plans: bool,
-        application_name: str | None,
-    ) -> tuple[sa.URL, dict[str, Any]]:
-        url, options = super().engine_options(
-            url,
-            pool_size=pool_size,
-            relaxed=relaxed,
-            generic_plans=generic_plans,
-            application_name=application_name,
-        )
+    def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
+        url, options = super().engine_options(url, asked)
         return url, {**options, "connect_args": {"timeout": 30, "check_same_thread": False}}
 
     @classmethod
