@@ -44,13 +44,12 @@ class Sessions(Protocol):
 class Dialect:
     """A database driver: generic SQL here; subclasses override what their database does
     differently or faster. Built with the store's engines (``relaxed_engine``: commits that
-    need not wait for the disk)."""
+    need not wait for the disk; only PostgreSQL's fast path uses it)."""
 
     name = "generic"
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         self.engine = engine
-        self.relaxed_engine = relaxed_engine
         self._ending: tuple[sa.Update, sa.Insert] | None = None
 
     # -- engines -------------------------------------------------------------------------
