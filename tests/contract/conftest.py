@@ -30,8 +30,8 @@ from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.limits import SqlLimitStore
-from ledgerq.store.listener import PgNotifyWaker
 from ledgerq.store.locks import SqlLocks
+from ledgerq.store.postgres.listener import PgNotifyWaker
 from ledgerq.store.queues import SqlQueueControls
 from ledgerq.transport.polling import PollingTransport
 from ledgerq.transport.probe import RedisPingProbe

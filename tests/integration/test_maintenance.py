@@ -7,9 +7,9 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from ledgerq.core.job import NewJob
-from ledgerq.store.dialects import MAINTAIN_DEAD_TUPLES
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
+from ledgerq.store.postgres import MAINTAIN_DEAD_TUPLES
 from tests.helpers import wait_until
 
 STATS = sa.text(

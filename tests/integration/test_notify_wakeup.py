@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from ledgerq import JobContext, JobState, LedgerQ, Task
 from ledgerq.store.engine import create_engine
-from ledgerq.store.listener import LISTENER_NAME, PgNotifyWaker
-from ledgerq.store.pg_statements import NOTIFY_CHANNEL
+from ledgerq.store.postgres.listener import LISTENER_NAME, PgNotifyWaker
+from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 from tests.conftest import POSTGRES_URL
 from tests.helpers import running_worker, wait_until
 

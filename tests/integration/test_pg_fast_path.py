@@ -1,4 +1,4 @@
-"""PostgreSQL's hot-path statements run on psycopg directly (store/pg_fast.py): they share the
+"""PostgreSQL's hot-path statements run on psycopg directly (store/postgres/fast.py): they share the
 pool with SQLAlchemy, hand connections back in transaction mode, and survive a connection the
 server killed."""
 
@@ -16,10 +16,11 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.store import pg_statements as pg
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.pg_fast import GENERIC_PLANS_NAME
+from ledgerq.store.postgres import PostgresDriver
+from ledgerq.store.postgres import statements as pg
+from ledgerq.store.postgres.fast import GENERIC_PLANS_NAME
 from ledgerq.store.tables import job_assignments, jobs
 
 
@@ -28,7 +29,7 @@ def store(make_database_url: Callable[[str], str]) -> Iterator[SqlJobStore]:
     # One pooled connection: the fast path and SQLAlchemy take turns on the same one.
     engine = create_engine(make_database_url("postgresql"), pool_size=1)
     ledger = SqlJobStore(engine)
-    assert ledger._fast is not None, "PostgreSQL over psycopg takes the fast path"
+    assert isinstance(ledger.dialect, PostgresDriver), "PostgreSQL over psycopg takes the fast path"
     yield ledger
     engine.dispose()
 
@@ -192,8 +193,8 @@ def test_hinted_claims_are_planned_once_for_every_set_of_ids(store: SqlJobStore)
             queues=["q"], worker_id="w", limit=1, lease_seconds=30, job_ids=[job_id]
         )
         assert job.id == job_id
-    assert store._fast is not None
-    generic = store._fast._generic_engine()
+    assert isinstance(store.dialect, PostgresDriver)
+    generic = store.dialect.fast._generic_engine()
     pooled = generic.raw_connection()  # the pool's one connection: the session that claimed
     try:
         cursor = pooled.cursor()
@@ -267,8 +268,8 @@ def test_sessions_speak_utc_so_claimed_timestamps_need_no_conversion(
                 assert stamp is not None and stamp.tzinfo is UTC
             assert job.claimed_at is not None and job.started_at is None  # not started yet
             assert abs((job.claimed_at - before).total_seconds()) < 60  # the same instant
-        assert store._fast is not None
-        for pool in (engine, relaxed, store._fast._generic_engine()):
+        assert isinstance(store.dialect, PostgresDriver)
+        for pool in (engine, relaxed, store.dialect.fast._generic_engine()):
             pooled = pool.raw_connection()
             try:
                 cursor = pooled.cursor()

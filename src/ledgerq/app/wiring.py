@@ -13,7 +13,7 @@ from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker
+from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport
 from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
@@ -22,6 +22,7 @@ from ledgerq.runtime.locks import Locks
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker, WorkerOptions
 from ledgerq.store.batches import SqlBatchStore
+from ledgerq.store.drivers import driver_type
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet import SqlFleetAdmin
 from ledgerq.store.items import SqlJobItems
@@ -88,9 +89,7 @@ def build_parts(settings: Settings) -> Parts:
     """Create the store and codec of ``settings`` (the engine connects lazily)."""
     url = settings.database_url.get_secret_value()
     engine = create_engine(url, pool_size=settings.db_pool_size)
-    relaxed = None
-    if engine.dialect.name == "postgresql":
-        relaxed = create_engine(url, pool_size=2, relaxed=True)
+    relaxed = driver_type(engine.dialect.name).relaxed_pool(url)
     announcer = redis_transport(settings) if settings.redis_url is not None else None
     announce = None if announcer is None else _workflow_announcer(announcer)
     return Parts(
@@ -170,14 +169,9 @@ def check_eviction_policy(transport: RedisTransport, *, strict: bool) -> str | N
 def polling_transport(
     parts: Parts, queues: tuple[str, ...], *, fallback: bool = False
 ) -> PollingTransport:
-    """Polling, woken by LISTEN/NOTIFY on PostgreSQL. As Redis's ``fallback``, it listens only
-    once it is first used."""
-    waker: Waker | None = None
-    if parts.store.dialect.name == "postgresql":
-        from ledgerq.store.listener import PgNotifyWaker
-
-        waker = PgNotifyWaker(parts.store.engine, set(queues), lazy=fallback)
-    return PollingTransport(waker)
+    """Polling, woken by the database's driver where it can (LISTEN/NOTIFY on PostgreSQL). As
+    Redis's ``fallback``, it listens only once it is first used."""
+    return PollingTransport(parts.store.dialect.waker(set(queues), lazy=fallback))
 
 
 def build_transport(

@@ -77,11 +77,6 @@ class JobStore(Protocol):
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of attempt outcomes in one transaction; fenced, one bool per item."""
 
-    @property
-    def records_history_inline(self) -> bool:
-        """Whether ``complete_jobs`` writes each ended attempt's history row
-        (``job_assignments``) itself; else the worker records starts and applied ends."""
-
     def mark_started(self, starts: Sequence[tuple[Claim, float]]) -> list[bool]:
         """Record that the bodies of running attempts started ``ago`` seconds before now
         (``(claim, ago)`` pairs; fenced); one bool per pair. The first start written stays."""

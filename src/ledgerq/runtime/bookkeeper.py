@@ -1,6 +1,6 @@
 """Bookkeeper: the jobs one worker holds and how each attempt ended there. It keeps the
-in-flight table, the outcome counts, ``JobFinished`` events, the limit gate's settlements and
-the fleet's assignment history in step with what the ledger accepted."""
+in-flight table, the outcome counts, ``JobFinished`` events and the limit gate's settlements
+in step with what the ledger accepted (the store writes the assignment history itself)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import structlog
 
-from ledgerq.core import errors, fleet
+from ledgerq.core import errors
 from ledgerq.core.operations import EventSink, JobFinished
 from ledgerq.core.ports import Completion, JobStore, Transport
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.gate import LimitGate
-from ledgerq.runtime.membership import Membership
 
 log = structlog.get_logger("ledgerq.worker")
 
@@ -39,8 +37,7 @@ class Bookkeeper:
     """The in-flight table of one worker and the records of its attempts; thread-safe.
 
     ``events`` (optional) receives a ``JobFinished`` per written outcome; ``gate`` (optional)
-    is settled or told to forget as attempts end; ``membership`` (optional) gets the
-    assignment history."""
+    is settled or told to forget as attempts end."""
 
     def __init__(
         self,
@@ -49,14 +46,12 @@ class Bookkeeper:
         *,
         events: EventSink | None = None,
         gate: LimitGate | None = None,
-        membership: Membership | None = None,
     ) -> None:
         self.stats = WorkerStats()
         self._store = store
         self._transport = transport
         self._events = events
         self._gate = gate
-        self._membership = membership
         self._inflight: dict[int, JobContext] = {}
         self._lock = threading.Lock()
 
@@ -76,11 +71,9 @@ class Bookkeeper:
             return not self._inflight
 
     def hold(self, ctx: JobContext) -> None:
-        """Enter a freshly claimed job (its history start too, unless the store wrote it)."""
+        """Enter a freshly claimed job."""
         with self._lock:
             self._inflight[ctx.job_id] = ctx
-        if self._membership is not None and not self._store.records_history_inline:
-            self._membership.started(ctx.job)
 
     def mark_completing(self, completion: Completion) -> None:
         """Mark the held attempt that ``completion`` ends as being written."""
@@ -99,24 +92,20 @@ class Bookkeeper:
 
     def set_aside(self, ctx: JobContext) -> None:
         """Forget a job the worker put back itself before running it (postponed by a limit,
-        deferred for an unknown task), recording its attempt as requeued."""
+        deferred for an unknown task); the store recorded its attempt as requeued."""
         with self._lock:
             if self._inflight.get(ctx.job_id) is ctx:
                 del self._inflight[ctx.job_id]
-        if self._membership is not None:
-            self._membership.ended(ctx.claim, fleet.Outcome.REQUEUED, ctx.job.claimed_at)
 
     def record_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
         """Record completions the ledger applied (True) or refused as stale (False)."""
         if self._gate is not None:
             for completion, applied in written:
                 self._gate.settle(completion, applied)
-        started: dict[int, datetime | None] = {}  # of attempts ended here, for the history
         with self._lock:
             for completion, applied in written:
                 ctx = self._inflight.get(completion.claim.job_id)
                 if ctx is not None and ctx.attempt == completion.claim.attempt:
-                    started[ctx.job_id] = ctx.job.claimed_at
                     del self._inflight[completion.claim.job_id]
                     if self._events is not None and applied:
                         self._emit_finished(ctx, completion)
@@ -124,13 +113,6 @@ class Bookkeeper:
                     self.stats.outcomes[completion.state.value] += 1
                 else:
                     self.stats.refused += 1
-        if self._membership is not None:
-            inline = self._store.records_history_inline  # applied ends are written already
-            for completion, applied in written:
-                if not (applied and inline):
-                    outcome = fleet.Outcome(completion.state.value) if applied else None
-                    when = started.get(completion.claim.job_id)
-                    self._membership.ended(completion.claim, outcome, when)
 
     def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
         # The body's own run time (0 for an attempt whose body never ran).
@@ -149,8 +131,6 @@ class Bookkeeper:
             if held is not ctx:
                 return  # forgotten already (abandoned, then skipped by its slot)
             del self._inflight[ctx.job_id]
-        if self._membership is not None:
-            self._membership.ended(ctx.claim, None, ctx.job.claimed_at)
 
     def put_back_unfinished(self) -> None:
         """Requeue every job still held (at shutdown), stop their handlers, and announce the
@@ -170,10 +150,6 @@ class Bookkeeper:
             ctx.mark_lost()
             ctx.request_stop()
         self.stats.requeued += sum(applied)
-        if self._membership is not None:
-            for ctx, ok in zip(contexts, applied, strict=True):
-                outcome = fleet.Outcome.REQUEUED if ok else None
-                self._membership.ended(ctx.claim, outcome, ctx.job.claimed_at)
         log.info("unfinished jobs put back to queued", jobs=sum(applied))
         hints = [c.job.hint for c, ok in zip(contexts, applied, strict=True) if ok]
         with contextlib.suppress(errors.TransportError):

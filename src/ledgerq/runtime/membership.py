@@ -1,6 +1,5 @@
 """Membership: a worker's part in the fleet, wired in one place: the registrar (registration,
-heartbeat, health, stop requests), the lifeline (failover of dead workers) and the recorder
-(assignment history)."""
+heartbeat, health, stop requests) and the lifeline (failover of dead workers)."""
 
 from __future__ import annotations
 
@@ -10,15 +9,11 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ledgerq.core import fleet
-from ledgerq.core.job import Claim, Job
 from ledgerq.core.ports import WorkerStore
 from ledgerq.runtime.lifeline import Lifeline
-from ledgerq.runtime.recorder import Recorder
 from ledgerq.runtime.registrar import Member, Registrar
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from ledgerq.runtime.worker import WorkerOptions
 
 
@@ -35,7 +30,7 @@ def stall_after_seconds(options: WorkerOptions) -> float:
 
 
 class Membership:
-    """Starts and stops the fleet services of one worker and routes its history events."""
+    """Starts and stops the fleet services of one worker."""
 
     def __init__(
         self,
@@ -72,13 +67,11 @@ class Membership:
             seconds_since_outage=self.registrar.seconds_since_failure,
             on_requeued=member.announce_requeued,
         )
-        self.recorder = Recorder(store)
 
     def start(self) -> None:
-        """Register, then start beating, failing over and recording."""
+        """Register, then start beating and failing over."""
         self.registrar.start()
         self.lifeline.start()
-        self.recorder.start()
 
     def renew(self) -> None:
         """Heartbeat the registration now (a held job's lease may have lapsed, see
@@ -86,34 +79,11 @@ class Membership:
         self.registrar.beat()
 
     def stop(self) -> None:
-        """Write the remaining history, then deregister (a clean exit)."""
+        """Stop failing over, then deregister (a clean exit)."""
         self.lifeline.stop()
-        self.recorder.stop()
         self.registrar.stop()
 
     def check_stop_request(self) -> None:
         """A control message arrived: read this worker's stop request from the database now
         (the message itself is never obeyed)."""
         self.registrar.check_stop_request()
-
-    def started(self, job: Job) -> None:
-        """Record that this worker holds ``job``'s current attempt."""
-        self.recorder.add(
-            fleet.AssignmentEvent(job.id, job.attempt, self.worker_id, job.claimed_at)
-        )
-
-    def ended(
-        self, claim: Claim, outcome: fleet.Outcome | None, started_at: datetime | None
-    ) -> None:
-        """Record how an attempt ended here; None means the ledger refused it (``lost``).
-        ``started_at`` (the claim's time) lets a ledger that has no row of the attempt yet
-        record when it began."""
-        self.recorder.add(
-            fleet.AssignmentEvent(
-                claim.job_id,
-                claim.attempt,
-                self.worker_id,
-                started_at,
-                outcome or fleet.Outcome.LOST,
-            )
-        )

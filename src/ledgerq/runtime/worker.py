@@ -1,5 +1,5 @@
 """Worker: one process's services (fetcher, executor, completer, heartbeater, and with a fleet
-store the registrar, lifeline and recorder) and their graceful shutdown, which finishes
+store the registrar and lifeline) and their graceful shutdown, which finishes
 in-flight jobs within a grace period and puts back the rest."""
 
 from __future__ import annotations
@@ -130,9 +130,7 @@ class Worker:
             if fleet_store is not None
             else None
         )
-        self._book = Bookkeeper(
-            store, transport, events=events, gate=gate, membership=self.membership
-        )
+        self._book = Bookkeeper(store, transport, events=events, gate=gate)
         deferrer = (
             Deferrer(
                 fleet_store,

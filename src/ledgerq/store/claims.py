@@ -1,41 +1,29 @@
 """Claims: the atomic ``queued -> running`` move of due jobs, by query (priority, then age)
-or among ids a transport handed over; on PostgreSQL one statement that also opens each
-attempt's history row, run on psycopg directly (see pg_fast)."""
+or among ids a transport handed over; the driver runs them (on PostgreSQL on psycopg
+directly, see postgres/fast.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from ledgerq.core.job import Job
 from ledgerq.core.states import JobState
-from ledgerq.store import pg_statements as pg
-from ledgerq.store.pg_fast import FastStatements
 from ledgerq.store.queues import unpaused
-from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs, paused_queues
+from ledgerq.store.transactions import SqlTransactions
 
 S = JobState
 
 
-class SqlJobClaims(SqlJobStaging):
+class SqlJobClaims(SqlTransactions):
     """The worker's side of the ledger that takes jobs; thread-safe."""
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         super().__init__(engine, relaxed_engine)
         self._claims: dict[tuple[str, ...], Any] = {}
-        # PostgreSQL's claims, group completions and heartbeats skip SQLAlchemy's execution
-        # machinery (see pg_fast); the other dialects and every other statement use it.
-        self._fast = (
-            FastStatements(engine, relaxed_engine) if FastStatements.supports(engine) else None
-        )
-
-    @property
-    def records_history_inline(self) -> bool:
-        """Whether completions write the ended attempts' history rows themselves."""
-        return self.dialect.records_history_inline
 
     def claim_jobs(
         self,
@@ -67,24 +55,9 @@ class SqlJobClaims(SqlJobStaging):
             if not job_ids:
                 return []
             params["hint_ids"] = list(job_ids)
-            rows: Sequence[Mapping[Any, Any]]
-            if self._fast is not None:
-                values = pg.hinted_claim_values(params, queues)
-                rows = self._fast.mappings(pg.CLAIM_HINTED, values, generic_plans=True)
-            elif self.dialect.claims_hints_natively:
-                with self._single(relaxed=True) as conn:
-                    rows = self.dialect.claim_hinted(conn, params, queues)
-            if self.dialect.claims_hints_natively:
-                return sorted(
-                    (Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id)
-                )
-        if self._fast is not None:
-            rows = self._fast.mappings(built, params, relaxed=True)
+            rows = self.dialect.claim_ids(self, built, params, queues)
         else:
-            # MySQL's claim is several statements and needs a real transaction.
-            mysql = self.dialect.name == "mysql"
-            with self._begin() if mysql else self._single(relaxed=True) as conn:
-                rows = self.dialect.run_claim(conn, built, params)
+            rows = self.dialect.claim(self, built, params)
         claimed = [Job.from_row(r) for r in rows]
         claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return claimed
@@ -112,10 +85,9 @@ class SqlJobClaims(SqlJobStaging):
             ]
             candidates = sa.union_all(*(sa.select(sub.c.id) for sub in per_queue)).subquery()
             picked = sa.select(jobs.c.id).where(jobs.c.id.in_(sa.select(candidates.c.id)))
-            if d.name != "sqlite":
-                # Re-checked on the locked row version (PostgreSQL and MySQL lock after the
-                # candidates were read); SQLite holds the write lock for the whole claim, and
-                # there the extra condition would steer the planner off the primary key.
+            if d.rechecks_candidates:
+                # Re-checked on the locked row version (rows are locked after the candidates
+                # were read).
                 picked = picked.where(ready)
         picked = picked.order_by(*order).limit(sa.bindparam("claim_limit", type_=sa.Integer))
         return picked, self._claim_values()

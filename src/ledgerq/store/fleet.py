@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from ledgerq.core import fleet
 from ledgerq.store import moves
-from ledgerq.store.dialects import max_connections
 from ledgerq.store.failover import db_time
 from ledgerq.store.tables import (
     failover_events,
@@ -225,7 +224,7 @@ class SqlFleetAdmin(SqlWorkerStore):
         began = time.perf_counter()
         with self._read() as conn:
             conn.execute(sa.select(1)).scalar()
-            limit = max_connections(conn)
+            limit = self.dialect.max_connections(conn)
         pool = self.engine.pool
         size = pool.size() if hasattr(pool, "size") else None
         return {

@@ -1,10 +1,10 @@
-"""The attempts' history (``job_assignments``) written by repairs that end attempts which their
-workers did not end: a failover and the reconciler's stuck-job reset.
+"""The attempts' history (``job_assignments``), written by the store in the transaction that
+ends an attempt: a completion, a put-back, a postponement, a failover or the reconciler's
+stuck-job reset.
 
-An attempt may have no row yet: where completions write the history (PostgreSQL) the row is
-written when the attempt ends, and elsewhere a dead worker's recorder may not have flushed its
-start. Such attempts get a closed row with the worker and start read from the job before the
-repair changed it; an open row is closed; a closed one keeps its first end.
+An attempt's row is written when it ends (claims write none): it gets a closed row with the
+worker and start read from the job before the move changed it. An open row (written by a
+worker of an earlier release at its claim) is closed; a closed one keeps its first end.
 """
 
 from __future__ import annotations
@@ -12,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import fleet
-from ledgerq.core.job import as_utc
-from ledgerq.store.dialects import Dialect
-from ledgerq.store.tables import job_assignments
+from ledgerq.core.job import Claim, as_utc
+from ledgerq.core.states import JobState
+from ledgerq.store.tables import job_assignments, jobs
+
+if TYPE_CHECKING:
+    from ledgerq.store.dialects import Dialect
 
 _a = job_assignments
 
@@ -57,13 +60,19 @@ def closing(dialect: Dialect) -> sa.Update:
 
 
 def end_attempts(
-    conn: Connection, dialect: Dialect, ended: Sequence[EndedAttempt], outcome: fleet.Outcome
+    conn: Connection,
+    dialect: Dialect,
+    ended: Sequence[EndedAttempt],
+    outcome: fleet.Outcome,
+    *,
+    close_open: bool = True,
 ) -> None:
-    """Record ``ended`` attempts with ``outcome`` in ``conn``'s transaction."""
+    """Record ``ended`` attempts with ``outcome`` in ``conn``'s transaction. Without
+    ``close_open`` an attempt that has a row already keeps it as it is."""
     if not ended:
         return
     known = recorded_attempts(conn, [e.job_id for e in ended])
-    close = [e for e in ended if (e.job_id, e.attempt) in known]
+    close = [e for e in ended if (e.job_id, e.attempt) in known and close_open]
     insert = [e for e in ended if (e.job_id, e.attempt) not in known]
     if close:
         keys = [{"a_job": e.job_id, "a_attempt": e.attempt} for e in close]
@@ -88,6 +97,84 @@ def end_attempts(
             for e in insert
         ]
         conn.execute(inserting, rows)
+
+
+def held_attempts(conn: Connection, claims: Sequence[Claim]) -> dict[int, EndedAttempt]:
+    """The running attempts of ``claims`` as their job rows hold them, by job id: read before
+    a move that ends them clears the holder."""
+    if not claims:
+        return {}
+    attempts = {c.job_id: c.attempt for c in claims}
+    rows: Sequence[Any] = conn.execute(
+        sa.select(jobs.c.id, jobs.c.attempt, jobs.c.worker_id, jobs.c.claimed_at).where(
+            jobs.c.id.in_(sorted(attempts)), jobs.c.state == JobState.RUNNING.value
+        )
+    ).all()
+    return {
+        int(r.id): EndedAttempt(int(r.id), int(r.attempt), r.worker_id, r.claimed_at)
+        for r in rows
+        if attempts[int(r.id)] == int(r.attempt)
+    }
+
+
+def running_attempt_of(conn: Connection, job_id: int) -> EndedAttempt | None:
+    """The attempt the job runs now, as its row holds it (None: it does not run)."""
+    row = conn.execute(
+        sa.select(jobs.c.attempt, jobs.c.worker_id, jobs.c.claimed_at).where(
+            jobs.c.id == job_id, jobs.c.state == JobState.RUNNING.value
+        )
+    ).first()
+    if row is None:
+        return None
+    return EndedAttempt(job_id, int(row.attempt), row.worker_id, row.claimed_at)
+
+
+def end_outcomes(
+    conn: Connection, statements: tuple[sa.Update, sa.Insert], ends: Sequence[tuple[int, int, str]]
+) -> None:
+    """Record attempts whose outcomes ``(job_id, attempt, outcome)`` were just written in
+    ``conn``'s transaction, with the ``ending`` statements: open rows are closed, missing ones
+    inserted with holder and start read from the jobs (the outcome keeps them). Two
+    statements per group, whatever its size."""
+    if not ends:
+        return
+    rows = [{"a_job": j, "a_attempt": a, "a_outcome": o} for j, a, o in ends]
+    for statement in statements:
+        conn.execute(statement, rows)
+
+
+def ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
+    """``end_outcomes``'s statements (built once per driver)."""
+    attempt = sa.bindparam("a_attempt", type_=sa.Integer)
+    outcome = sa.bindparam("a_outcome", type_=sa.String)
+    recorded = sa.exists().where(_a.c.job_id == jobs.c.id, _a.c.attempt == attempt)
+    ended = sa.select(
+        jobs.c.id,
+        attempt,
+        sa.func.coalesce(jobs.c.worker_id, "(no worker)"),
+        sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at, dialect.now()),
+        dialect.now(),
+        outcome,
+    ).where(jobs.c.id == sa.bindparam("a_job"), ~recorded)
+    columns = ["job_id", "attempt", "worker_id", "started_at", "ended_at", "outcome"]
+    return closing(dialect), sa.insert(_a).from_select(columns, ended)
+
+
+def put_back(conn: Connection, dialect: Dialect, claim: Claim, move: sa.Update) -> bool:
+    """Run ``move``, a fenced put-back of ``claim``'s attempt that costs no attempt, and record
+    the attempt as requeued if it applied (see ``record_put_back``)."""
+    held = held_attempts(conn, [claim])
+    if conn.execute(move).rowcount != 1:
+        return False
+    record_put_back(conn, dialect, [held[claim.job_id]] if claim.job_id in held else [])
+    return True
+
+
+def record_put_back(conn: Connection, dialect: Dialect, ended: Sequence[EndedAttempt]) -> None:
+    """Record attempts a worker put back as requeued. An open row (its claim's, written by an
+    earlier release) stays open: the put-back is not the attempt's end that row waits for,
+    and the orphan cleanup or a failover closes it."""
+    end_attempts(conn, dialect, ended, fleet.Outcome.REQUEUED, close_open=False)
 
 
 def _bound(dialect: Dialect, value: datetime | None) -> Any:

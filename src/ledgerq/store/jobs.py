@@ -18,11 +18,13 @@ from ledgerq.core.job import Claim, EnqueueResult, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store import batch_hook, moves, workflow_advance
-from ledgerq.store import pg_statements as pg
 from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.completion_hooks import Announce, CompletionHook, run_hooks
 from ledgerq.store.dedupe import DedupeWindows
+from ledgerq.store.history import held_attempts, record_put_back
 from ledgerq.store.job_rows import bulk_rows, job_values
+from ledgerq.store.operations import SqlJobOperations
+from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs
 
 _Item = TypeVar("_Item")
@@ -30,8 +32,12 @@ _Item = TypeVar("_Item")
 S = JobState
 
 
-class SqlJobStore(SqlJobClaims):
-    """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool."""
+class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
+    """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool.
+
+    One level of parts over the shared transactions: claims (``claims.py``), staging and
+    upkeep (``staging.py``) and operator actions (``operations.py``); the producer's inserts
+    and the worker's fenced writes are here."""
 
     def __init__(
         self,
@@ -103,14 +109,8 @@ class SqlJobStore(SqlJobClaims):
             and all(j.run_at is None and j.expires_at is None for j in new_jobs)
         )
         if one_statement:
-            # PostgreSQL: insert and NOTIFY in one autocommit statement, one round trip.
-            if self._fast is not None:
-                params = bulk_rows(self.dialect, new_jobs)
-                rows = self._fast.rows(pg.INSERT_NOTIFY, pg.insert_values(params))
-                ids = sorted(int(row[0]) for row in rows)
-            else:
-                with self._single() as conn:
-                    ids = self._insert_bulk(conn, new_jobs)
+            ids = self.dialect.insert_alone(self, bulk_rows(self.dialect, new_jobs))
+            assert ids is not None  # a driver whose inserts notify inserts alone
             return [EnqueueResult(job_id) for job_id in ids]
         with self._in(connection) as conn:
             if plain:
@@ -198,26 +198,20 @@ class SqlJobStore(SqlJobClaims):
         ]
         hooks = [h for h in self._hooks if h.concerns(completions)]
         if not hooks:
-            if self._fast is not None:
-                rows = self._fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
-                keys = ((c.claim.job_id, c.claim.attempt) for c in completions)
-                return pg.applied(keys, rows)
-            with self._single() as conn:
-                fast = self.dialect.complete_group(conn, params)
-            if fast is not None:
-                return fast
+            alone = self.dialect.complete_alone(self, params)
+            if alone is not None:
+                return alone
         row_by_row = any(h.row_by_row for h in hooks)
         with self._begin() as conn:
             applied = None if row_by_row else self.dialect.complete_group(conn, params)
             if applied is None:
                 applied = self._complete_each(conn, params)
-                if self.dialect.records_history_inline:
-                    ends = [
-                        (c.claim.job_id, c.claim.attempt, c.state.value)
-                        for c, ok in zip(completions, applied, strict=True)
-                        if ok
-                    ]
-                    self.dialect.end_assignments(conn, ends)
+                ends = [
+                    (c.claim.job_id, c.claim.attempt, c.state.value)
+                    for c, ok in zip(completions, applied, strict=True)
+                    if ok
+                ]
+                self.dialect.end_assignments(conn, ends)
             # A batch's callbacks and a step's ready dependents are decided in the
             # transaction of the outcomes that make them due.
             commit = run_hooks(conn, self.dialect, hooks, completions, applied)
@@ -257,14 +251,9 @@ class SqlJobStore(SqlJobClaims):
 
     def _heartbeat_sorted(self, claims: Sequence[Claim], lease_seconds: float) -> list[bool]:
         ids, attempts = [c.job_id for c in claims], [c.attempt for c in claims]
-        if self._fast is not None:
-            values = pg.heartbeat_values(ids, attempts, lease_seconds)
-            rows = self._fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
-            return pg.applied(zip(ids, attempts, strict=True), rows)
-        with self._single(relaxed=True) as conn:
-            fast = self.dialect.heartbeat_group(conn, ids, attempts, lease_seconds)
-        if fast is not None:
-            return fast
+        alone = self.dialect.heartbeat_alone(self, ids, attempts, lease_seconds)
+        if alone is not None:
+            return alone
         params = [
             {"claim_id": i, "claim_attempt": a, "lease_s": lease_seconds}
             for i, a in zip(ids, attempts, strict=True)
@@ -279,7 +268,14 @@ class SqlJobStore(SqlJobClaims):
     def _requeue_sorted(self, claims: Sequence[Claim]) -> list[bool]:
         params = [{"claim_id": c.job_id, "claim_attempt": c.attempt} for c in claims]
         with self._begin() as conn:
+            held = held_attempts(conn, claims)  # the holders, before the put-back clears them
             applied = self.dialect.update_many(conn, self._requeue_stmt, params)
+            ended = [
+                held[c.job_id]
+                for c, ok in zip(claims, applied, strict=True)
+                if ok and c.job_id in held
+            ]
+            record_put_back(conn, self.dialect, ended)
             queues = conn.execute(
                 sa.select(jobs.c.queue).where(jobs.c.id.in_([c.job_id for c in claims])).distinct()
             )

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import limits
 from ledgerq.core.job import Claim, as_utc
 from ledgerq.store import moves
+from ledgerq.store.history import put_back
 from ledgerq.store.tables import circuit_breakers, concurrency_slots, jobs, limit_keys
 from ledgerq.store.transactions import SqlTransactions
 
@@ -41,8 +42,7 @@ class SqlLimitStore(SqlTransactions):
         lets one more job through (its concurrency slot frees itself, see ``acquire_slot``).
         """
         with self._begin() as conn:
-            if self.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            self.dialect.relax_commit(conn)
             yield conn
 
     def _now(self, conn: Connection) -> datetime:
@@ -52,9 +52,7 @@ class SqlLimitStore(SqlTransactions):
     def _lock_row(self, conn: Connection, name: str) -> Any:
         """Lock the ``limit_keys`` row of ``name`` (``_ensure_row`` made it exist)."""
         stmt = sa.select(limit_keys.c.name).where(limit_keys.c.name == name)
-        if self.dialect.name != "sqlite":
-            stmt = stmt.with_for_update()
-        return conn.execute(stmt).one()
+        return conn.execute(self.dialect.locking(stmt)).one()
 
     def _ensure_row(self, name: str) -> None:
         """Create the row of ``name`` once per process, before any locking transaction: a
@@ -80,7 +78,7 @@ class SqlLimitStore(SqlTransactions):
         autocommit round trip that does not wait for the WAL flush: a decision lost in a crash
         lets one more job through, no more."""
         self._ensure_row(name)
-        now = _epoch_us(self.dialect.name)
+        now = self.dialect.epoch_us()
         interval = int(rate.interval_seconds * 1_000_000)
         tolerance = int(rate.tolerance_seconds * 1_000_000)
         later = sa.case((limit_keys.c.tat_us > now, limit_keys.c.tat_us), else_=now)
@@ -156,15 +154,15 @@ class SqlLimitStore(SqlTransactions):
         that ran nothing costs no attempt (``attempt`` is the fencing token and never drops)."""
         stmt = moves.postpone(self.dialect, claim, delay_seconds)
         with self._decide() as conn:
-            return bool(conn.execute(stmt).rowcount == 1)
+            return put_back(conn, self.dialect, claim, stmt)
 
     # -- circuit breakers ------------------------------------------------------------------------
 
     def _circuit(self, conn: Connection, name: str, *, lock: bool) -> limits.Circuit:
         c = circuit_breakers.c
         stmt = sa.select(circuit_breakers).where(c.name == name)
-        if lock and self.dialect.name != "sqlite":
-            stmt = stmt.with_for_update()
+        if lock:
+            stmt = self.dialect.locking(stmt)
         row = conn.execute(stmt).mappings().first()
         return _to_circuit(row) if row is not None else limits.Circuit(name)
 
@@ -254,17 +252,6 @@ class SqlLimitStore(SqlTransactions):
         )
         with self._begin() as conn:
             return bool(conn.execute(stmt).rowcount == 1)
-
-
-def _epoch_us(dialect: str) -> sa.ColumnElement[Any]:
-    """The database clock in integer microseconds since the epoch, fixed for one statement
-    (the rate limit's one dialect difference; the rest goes through ``dialects.py``)."""
-    if dialect == "postgresql":
-        return sa.cast(sa.func.extract("epoch", sa.func.now()) * 1_000_000, sa.BigInteger)
-    if dialect == "mysql":
-        return sa.cast(sa.func.unix_timestamp(sa.func.now(6)) * 1_000_000, sa.BigInteger)
-    julian = sa.func.julianday("now") - 2440587.5
-    return sa.cast(julian * 86_400_000_000, sa.BigInteger)
 
 
 def _as_time(value: Any) -> datetime:

@@ -156,8 +156,7 @@ class SqlLocks(SqlTransactions):
         if not isinstance(connection, Connection):
             raise TypeError("connection must be a SQLAlchemy Connection inside a transaction")
         stmt = sa.select(t.c.token, t.c.owner).where(t.c.name == lease.name)
-        if self.dialect.name != "sqlite":  # SQLite's writer lock already serialises this
-            stmt = stmt.with_for_update()
+        stmt = self.dialect.locking(stmt)
         try:
             row = connection.execute(stmt).first()
         except sa.exc.DBAPIError as exc:

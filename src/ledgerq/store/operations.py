@@ -7,9 +7,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ledgerq.core import errors
+from ledgerq.core import errors, fleet
 from ledgerq.core.job import Job, JobHint
 from ledgerq.core.states import FINISHED, UNFINISHED, JobState
+from ledgerq.store.history import end_attempts, running_attempt_of
 from ledgerq.store.tables import jobs
 from ledgerq.store.transactions import SqlTransactions
 
@@ -72,6 +73,8 @@ class SqlJobOperations(SqlTransactions):
                 .where(jobs.c.id == job_id, jobs.c.state.in_([s.value for s in from_states]))
                 .values(values)
             )
+            # A running attempt ended here: its worker lost the job (its completion is refused).
+            held = running_attempt_of(conn, job_id) if S.RUNNING in from_states else None
             if conn.execute(stmt).rowcount == 0:
                 state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
                 if state is None:
@@ -79,6 +82,8 @@ class SqlJobOperations(SqlTransactions):
                 raise errors.InvalidTransition(
                     f"job {job_id} is {state}: it cannot become {target.value}"
                 )
+            if held is not None:
+                end_attempts(conn, d, [held], fleet.Outcome.LOST)
             if target is S.QUEUED:
                 queue: str = conn.execute(
                     sa.select(jobs.c.queue).where(jobs.c.id == job_id)

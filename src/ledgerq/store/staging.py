@@ -11,14 +11,13 @@ import sqlalchemy as sa
 
 from ledgerq.core.job import JobHint, as_utc
 from ledgerq.core.states import WAITING, JobState
-from ledgerq.store.operations import SqlJobOperations
 from ledgerq.store.tables import jobs
-from ledgerq.store.transactions import translate_error
+from ledgerq.store.transactions import SqlTransactions, translate_error
 
 S = JobState
 
 
-class SqlJobStaging(SqlJobOperations):
+class SqlJobStaging(SqlTransactions):
     """The staging and upkeep part of the JobStore port."""
 
     def stage_due_jobs(self, *, limit: int = 1000) -> list[JobHint]:
@@ -31,11 +30,7 @@ class SqlJobStaging(SqlJobOperations):
             .limit(limit)
         )
         with self._begin() as conn:
-            ids: list[Any]
-            if d.name == "sqlite":
-                ids = list(conn.execute(due).scalars())
-            else:
-                ids = list(conn.execute(due.with_for_update(skip_locked=True)).scalars())
+            ids: list[Any] = list(conn.execute(d.skipping_locked(due)).scalars())
             if not ids:
                 return []
             stmt = (

@@ -10,7 +10,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.store.dialects import Dialect, dialect_for
+from ledgerq.store.dialects import Dialect
+from ledgerq.store.drivers import driver_for
 from ledgerq.store.engine import READ_ONLY_OPTION
 
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
@@ -33,7 +34,7 @@ class SqlTransactions:
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         self.engine = engine
-        self.dialect: Dialect = dialect_for(engine.dialect.name)
+        self.dialect: Dialect = driver_for(engine, relaxed_engine)
         options = self.dialect.single_statement_options
         self._single_engine = engine.execution_options(**options) if options else engine
         self._read_engine = engine.execution_options(**{READ_ONLY_OPTION: True})

@@ -20,6 +20,7 @@ from ledgerq.core import unknown_tasks as unknown
 from ledgerq.core.job import Claim
 from ledgerq.store import moves
 from ledgerq.store.failover import db_time
+from ledgerq.store.history import put_back
 from ledgerq.store.tables import jobs, queue_workers
 from ledgerq.store.transactions import SqlTransactions
 
@@ -74,8 +75,8 @@ class UnknownTaskMixin(SqlTransactions):
                 "waiting_since": since.isoformat(),
                 "put_backs": put_backs + 1,
             }
-            moved = conn.execute(moves.postpone(d, claim, delay, json.dumps(error))).rowcount
-        if moved != 1:
+            moved = put_back(conn, d, claim, moves.postpone(d, claim, delay, json.dumps(error)))
+        if not moved:
             return None
         return unknown.Verdict(True, delay, waited, declared, put_backs + 1)
 

@@ -13,8 +13,8 @@ from ledgerq.config.settings import ENV_PREFIX, Settings
 from ledgerq.core import errors
 
 #: Connections one worker process may hold at once besides its tasks' own: fetcher,
-#: completer, heartbeater, registrar, lifeline, recorder, stager, janitor, listener.
-WORKER_SERVICE_CONNECTIONS = 9
+#: completer, heartbeater, registrar, lifeline, stager, janitor, listener.
+WORKER_SERVICE_CONNECTIONS = 8
 
 
 def _report(cli: CliContext, problems: list[str], facts: Mapping[str, object]) -> int:

@@ -47,11 +47,6 @@ class FastStatements:
         # close it with that engine, so its connections never outlive the store's.
         sa.event.listen(engine, "engine_disposed", lambda _engine: self.dispose())
 
-    @staticmethod
-    def supports(engine: sa.Engine) -> bool:
-        """Whether ``engine`` is PostgreSQL over psycopg 3 (the only driver this speaks)."""
-        return engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
-
     def mappings(
         self,
         statement: sa.Executable,

@@ -1,5 +1,5 @@
 """PostgreSQL's hand-written hot-path statements: one statement text each, whatever the batch
-size, so psycopg prepares it once (see ``PostgresDialect``)."""
+size, so psycopg prepares it once (see ``PostgresDriver``)."""
 
 from __future__ import annotations
 

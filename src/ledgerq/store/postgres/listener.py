@@ -9,8 +9,8 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
-from ledgerq.store.engine import PG_DEAD_PEER_DEFAULTS
-from ledgerq.store.pg_statements import NOTIFY_CHANNEL
+from ledgerq.store.postgres.driver import PG_DEAD_PEER_DEFAULTS
+from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 
 log = structlog.get_logger("ledgerq.listener")
 

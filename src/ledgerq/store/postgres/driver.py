@@ -1,0 +1,237 @@
+"""The PostgreSQL driver: SKIP LOCKED, RETURNING, LISTEN/NOTIFY, asynchronous commit for
+claims and heartbeats, and a psycopg fast path that runs the hot-path statements (claims,
+group completions, heartbeats, plain enqueues) without SQLAlchemy's execution machinery."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+
+from ledgerq.core import errors
+from ledgerq.core.ports import Waker
+from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
+from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
+from ledgerq.store.postgres import statements as pg
+from ledgerq.store.postgres.fast import FastStatements
+from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
+from ledgerq.store.tables import jobs
+
+#: libpq settings that bound how long a connection to a vanished server (a host that died or
+#: was cut off, which sends no reset) can block: a connect tries the next host of a
+#: multi-host URL after 10 s, an idle or waiting connection is found dead by keepalives in
+#: about 25 s, and a write the peer never acknowledges fails after 30 s. Without them a
+#: worker's writer thread waited for the kernel's retransmissions, about 15 minutes.
+PG_DEAD_PEER_DEFAULTS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+
+#: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
+MAINTAIN_DEAD_TUPLES = 20_000
+_MAINTAIN_LOCK = 0x6C65_6467  # "ledg": an arbitrary, fixed advisory-lock key
+_PG_DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')"
+
+
+class PostgresDriver(Dialect):
+    """PostgreSQL over psycopg 3 (the only PostgreSQL driver ledgerq speaks)."""
+
+    name = "postgresql"
+
+    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+        super().__init__(engine, relaxed_engine)
+        if engine.dialect.driver != "psycopg":
+            raise errors.ConfigError(
+                f"PostgreSQL needs the psycopg (3) driver, not {engine.dialect.driver!r}:"
+                " use a postgresql:// or postgresql+psycopg:// URL"
+            )
+        #: The hot path's executor (see ``fast.py``).
+        self.fast = FastStatements(engine, relaxed_engine)
+
+    @classmethod
+    def normalize_url(cls, url: sa.URL) -> sa.URL:
+        return url if "+" in url.drivername else url.set(drivername="postgresql+psycopg")
+
+    @classmethod
+    def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
+        """``asked.relaxed``: commits do not wait for the WAL flush (``synchronous_commit = off``),
+        for claims and heartbeats only: losing one in a crash is harmless because the fenced
+        completion of a lost attempt is refused.
+
+        ``asked.generic_plans``: each prepared statement is planned once for all parameter values
+        (``plan_cache_mode = force_generic_plan``), for statements whose best plan does not
+        depend on them (see ``fast.py``). ``asked.application_name`` names the sessions.
+
+        Sessions run in UTC (``timezone = UTC``): psycopg then returns timestamps in
+        ``datetime.UTC`` itself, and a claimed job's seven timestamps need no conversion (in
+        any other zone, ``Etc/UTC`` included, psycopg and ``Job.from_row`` converted each one:
+        about a third of a claim's client CPU). ``timestamptz`` values are instants either way.
+        """
+        existing = url.query.get("options", "")
+        existing = existing if isinstance(existing, str) else " ".join(existing)
+        wanted = [
+            f"-cidle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}",
+            "-ctimezone=UTC",
+        ]
+        if asked.relaxed:
+            wanted.append("-csynchronous_commit=off")
+        if asked.generic_plans:
+            wanted.append("-cplan_cache_mode=force_generic_plan")
+        # An engine derived from another's URL already carries some of them.
+        extra = [option for option in wanted if option not in existing.split()]
+        url = url.update_query_dict({"options": " ".join([existing, *extra]).strip()})
+        if asked.application_name is not None:
+            url = url.update_query_dict({"application_name": asked.application_name})
+        # A URL's own values win (connect_args would override the URL's query).
+        defaults = {k: v for k, v in PG_DEAD_PEER_DEFAULTS.items() if k not in url.query}
+        return url, {"connect_args": {"prepare_threshold": 0, **defaults}}
+
+    @classmethod
+    def relaxed_pool(cls, url: str) -> sa.Engine | None:
+        return create_engine(url, pool_size=2, relaxed=True)
+
+    def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
+        from ledgerq.store.postgres.listener import PgNotifyWaker
+
+        return PgNotifyWaker(self.engine, queues, lazy=lazy)
+
+    def now(self) -> sa.ColumnElement[Any]:
+        return sa.func.clock_timestamp()
+
+    def now_plus(self, seconds: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        interval = sa.func.make_interval(0, 0, 0, 0, 0, 0, sa.cast(seconds, sa.Float))
+        return sa.func.clock_timestamp() + interval
+
+    def epoch_us(self) -> sa.ColumnElement[Any]:
+        return sa.cast(sa.func.extract("epoch", sa.func.now()) * 1_000_000, sa.BigInteger)
+
+    def bind_time(self, value: Any) -> Any:
+        return value
+
+    def relax_commit(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+    def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
+        # No history row yet: the statement that ends the attempt writes it.
+        return super().build_claim(picked.with_for_update(skip_locked=True), values)
+
+    def claim(
+        self, tx: Sessions, built: Any, params: dict[str, Any]
+    ) -> Sequence[Mapping[Any, Any]]:
+        return self.fast.mappings(built, params, relaxed=True)
+
+    def claim_ids(
+        self, tx: Sessions, built: Any, params: dict[str, Any], queues: Sequence[str]
+    ) -> Sequence[Mapping[Any, Any]]:
+        # One statement text for any number of ids (see statements.CLAIM_HINTED).
+        values = pg.hinted_claim_values(params, queues)
+        return self.fast.mappings(pg.CLAIM_HINTED, values, generic_plans=True)
+
+    def _insert_ignore(self) -> Any:
+        return postgresql.insert(jobs).on_conflict_do_nothing()
+
+    def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+        return insert_or_skip_with(postgresql.insert, conn, table, row)
+
+    single_statement_options = {"isolation_level": "AUTOCOMMIT"}  # noqa: RUF012
+    insert_notifies = True
+
+    def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        # Ids come from the sequence in the document's order, so ascending ids are input order.
+        ids: Sequence[Any] = conn.execute(pg.INSERT_NOTIFY, pg.insert_values(rows)).scalars().all()
+        return sorted(int(i) for i in ids)
+
+    def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        # Insert and NOTIFY in one autocommit statement, one round trip.
+        found = self.fast.rows(pg.INSERT_NOTIFY, pg.insert_values(rows))
+        return sorted(int(row[0]) for row in found)
+
+    def complete_group(
+        self, conn: Connection, params: Sequence[dict[str, Any]]
+    ) -> list[bool] | None:
+        rows = conn.execute(pg.COMPLETE_GROUP, pg.complete_group_values(params)).all()
+        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
+
+    def complete_alone(self, tx: Sessions, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+        rows = self.fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
+        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
+
+    def heartbeat_alone(
+        self, tx: Sessions, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
+    ) -> list[bool] | None:
+        values = pg.heartbeat_values(ids, attempts, lease_seconds)
+        rows = self.fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
+        return pg.applied(zip(ids, attempts, strict=True), rows)
+
+    def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
+        if ends:
+            ids, attempts, outcomes = (list(column) for column in zip(*ends, strict=True))
+            conn.execute(
+                pg.END_ASSIGNMENTS, {"ids": ids, "attempts": attempts, "outcomes": outcomes}
+            )
+
+    def upsert_assignments(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> bool:
+        document = json.dumps(
+            [
+                {
+                    "job_id": r["a_job"],
+                    "attempt": r["a_attempt"],
+                    "worker_id": r["a_worker"],
+                    "started_at": r["a_started"].isoformat() if r["a_started"] else None,
+                    "outcome": r["a_outcome"],
+                }
+                for r in rows
+            ]
+        )
+        conn.execute(pg.UPSERT_ASSIGNMENTS, {"rows": document})
+        return True
+
+    def notify(self, conn: Connection, queues: set[str]) -> None:
+        for queue in sorted(queues):
+            conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, queue)))
+
+    def maintain(self, engine: sa.Engine) -> bool:
+        # A queue table churns; with autovacuum off (or behind) dead index entries pile up in
+        # front of the claim and stale statistics mislead the planner. One worker at a time
+        # (advisory lock) vacuums and analyzes the table when enough rows died.
+        with engine.connect() as plain:
+            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+            dead = conn.exec_driver_sql(_PG_DEAD_TUPLES).scalar() or 0
+            if dead < MAINTAIN_DEAD_TUPLES:
+                return False
+            if not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({_MAINTAIN_LOCK})").scalar():
+                return False
+            try:
+                conn.exec_driver_sql("VACUUM (ANALYZE) jobs")
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
+        return True
+
+    def max_connections(self, conn: Connection) -> int | None:
+        return int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+
+    def try_lock(self, conn: Connection, name: str) -> bool:
+        key = self._lock_key(conn, name)
+        return bool(conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
+
+    def unlock(self, conn: Connection, name: str) -> None:
+        conn.execute(sa.select(sa.func.pg_advisory_unlock(self._lock_key(conn, name))))
+
+    @staticmethod
+    def _lock_key(conn: Connection, name: str) -> int:
+        # Advisory locks are database-wide: the ledger's schema goes into the key, so two
+        # ledgers in one database (one schema each) never hold each other's lock.
+        # The schema is read once per pooled connection (its search_path is fixed), not for
+        # both the lock and the unlock.
+        if "ledger_schema" not in conn.info:
+            conn.info["ledger_schema"] = conn.execute(sa.select(sa.func.current_schema())).scalar()
+        return zlib.crc32(f"{conn.info['ledger_schema']}:{name}".encode())

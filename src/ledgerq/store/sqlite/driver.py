@@ -1,0 +1,61 @@
+"""The SQLite driver: one writer at a time (``BEGIN IMMEDIATE``, see engine.py), so a claim is
+one ``UPDATE .. RETURNING`` (SQLite 3.35+) under the write lock and needs no row locks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection
+
+from ledgerq.store.dialects import Dialect, EngineSettings, insert_or_skip_with
+from ledgerq.store.sqlite import engine as sqlite_engine
+from ledgerq.store.tables import jobs
+
+
+class SqliteDriver(Dialect):
+    """SQLite over the standard library's sqlite3."""
+
+    name = "sqlite"
+    _format = "%Y-%m-%d %H:%M:%f000"  # matches SQLAlchemy's stored text, to the millisecond
+
+    @classmethod
+    def normalize_url(cls, url: sa.URL) -> sa.URL:
+        return sqlite_engine.check_url(url)
+
+    @classmethod
+    def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
+        url, options = super().engine_options(url, asked)
+        return url, {**options, "connect_args": {"timeout": 30, "check_same_thread": False}}
+
+    @classmethod
+    def configure_engine(cls, engine: sa.Engine) -> None:
+        sqlite_engine.configure(engine)
+
+    def now(self) -> sa.ColumnElement[Any]:
+        return sa.func.strftime(self._format, "now")
+
+    def now_plus(self, seconds: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        modifier = sa.func.printf("%+.6f seconds", sa.cast(seconds, sa.Float))
+        return sa.func.strftime(self._format, "now", modifier)
+
+    def epoch_us(self) -> sa.ColumnElement[Any]:
+        julian = sa.func.julianday("now") - 2440587.5
+        return sa.cast(julian * 86_400_000_000, sa.BigInteger)
+
+    # The write lock, held for the whole transaction, already serialises what others lock.
+    def locking(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
+        return stmt
+
+    def skipping_locked(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
+        return stmt
+
+    # The extra condition would also steer the planner off the primary key.
+    rechecks_candidates = False
+
+    def _insert_ignore(self) -> Any:
+        return sqlite.insert(jobs).on_conflict_do_nothing()
+
+    def insert_or_skip(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+        return insert_or_skip_with(sqlite.insert, conn, table, row)
