@@ -19,7 +19,7 @@ from ledgerq.runtime.registrar import Member, Registrar
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ledgerq.runtime.worker import WorkerOptions
+    from ledgerq.runtime.worker_setup import WorkerOptions
 
 
 def _version() -> str:
