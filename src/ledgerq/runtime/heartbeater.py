@@ -18,6 +18,10 @@ log = structlog.get_logger("ledgerq.heartbeater")
 class Heartbeater(PeriodicService):
     """Every ``interval_seconds``, renews the lease of each job ``running_jobs()`` returns."""
 
+    thread_name = "ledgerq-heartbeat"
+    logger = log
+    failure_message = "heartbeat failed"
+
     def __init__(
         self,
         store: JobStore,
@@ -26,9 +30,7 @@ class Heartbeater(PeriodicService):
         interval_seconds: float,
         lease_seconds: float,
     ) -> None:
-        super().__init__(
-            "ledgerq-heartbeat", interval_seconds, log=log, failure_message="heartbeat failed"
-        )
+        super().__init__(interval_seconds)
         self._store = store
         self._running_jobs = running_jobs
         self._lease = lease_seconds

@@ -15,14 +15,13 @@ class Janitor(PeriodicService):
     whether anything is needed and makes sure only one worker does it at a time). Stopping
     does not wait: a maintenance run in progress finishes in the database on its own."""
 
+    thread_name = "ledgerq-janitor"
+    logger = log
+    failure_message = "table maintenance failed"
+    join_seconds: float | None = None
+
     def __init__(self, store: JobStore, *, interval_seconds: float) -> None:
-        super().__init__(
-            "ledgerq-janitor",
-            interval_seconds,
-            log=log,
-            failure_message="table maintenance failed",
-            join_seconds=None,
-        )
+        super().__init__(interval_seconds)
         self._store = store
 
     def tick(self) -> None:

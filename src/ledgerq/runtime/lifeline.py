@@ -21,6 +21,11 @@ log = structlog.get_logger("ledgerq.lifeline")
 class Lifeline(PeriodicService):
     """Runs ``WorkerStore.fail_over_workers`` every ``interval_seconds`` on its own thread."""
 
+    thread_name = "ledgerq-lifeline"
+    logger = log
+    failure_message = "failover check failed"
+    join_seconds: float | None = None
+
     def __init__(
         self,
         store: WorkerStore,
@@ -34,13 +39,7 @@ class Lifeline(PeriodicService):
         """``seconds_since_outage`` tells how long ago this worker last failed to reach the
         database; within one TTL of that the lifeline holds back. Stopping does not wait: a
         failover in progress finishes its transaction."""
-        super().__init__(
-            "ledgerq-lifeline",
-            interval_seconds,
-            log=log,
-            failure_message="failover check failed",
-            join_seconds=None,
-        )
+        super().__init__(interval_seconds)
         self._store = store
         self._since_outage = seconds_since_outage
         self._on_requeued = on_requeued

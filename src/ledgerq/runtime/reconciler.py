@@ -84,6 +84,11 @@ class ReconcileReport:
 class Reconciler(PeriodicService):
     """Runs passes every ``policy.interval_seconds`` on its own thread, or one via ``run_once``."""
 
+    thread_name = "ledgerq-reconciler"
+    logger = log
+    failure_message = "reconcile pass failed"
+    join_seconds: float | None = 10.0
+
     def __init__(
         self,
         repair: LedgerRepair,
@@ -95,13 +100,7 @@ class Reconciler(PeriodicService):
     ) -> None:
         """``workflows`` (optional): resume stalled workflows in every pass. Stopping waits for
         the current pass."""
-        super().__init__(
-            "ledgerq-reconciler",
-            policy.interval_seconds,
-            log=log,
-            failure_message="reconcile pass failed",
-            join_seconds=10.0,
-        )
+        super().__init__(policy.interval_seconds)
         self._repair = repair
         self._workflows = workflows
         self._events = events

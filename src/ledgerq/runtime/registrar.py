@@ -64,6 +64,11 @@ class Registrar(PeriodicService):
     queues wait is reported unhealthy (alive but not consuming).
     """
 
+    thread_name = "ledgerq-registrar"
+    logger = log
+    failure_message = "worker heartbeat failed"
+    join_seconds: float | None = 10.0
+
     def __init__(
         self,
         store: WorkerStore,
@@ -74,13 +79,7 @@ class Registrar(PeriodicService):
         health_interval_seconds: float,
         stall_after_seconds: float,
     ) -> None:
-        super().__init__(
-            "ledgerq-registrar",
-            interval_seconds,
-            log=log,
-            failure_message="worker heartbeat failed",
-            join_seconds=10.0,
-        )
+        super().__init__(interval_seconds)
         self._store = store
         self._registration = registration
         self._member = member

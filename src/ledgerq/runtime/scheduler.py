@@ -79,6 +79,12 @@ class Scheduler(PeriodicService):
     at a time (``run_once``). A pass also runs just after the next tick is due; stopping waits
     for the current tick (a tick's transaction is never cut in half)."""
 
+    thread_name = "ledgerq-scheduler"
+    logger = log
+    failure_message = "scheduler pass failed"
+    first_delay: float | None = 0.0
+    join_seconds: float | None = 30.0
+
     def __init__(
         self,
         store: ScheduleStore,
@@ -91,14 +97,7 @@ class Scheduler(PeriodicService):
         """``build_job`` makes a tick's job; ``instance_id`` is recorded as ``executed_by``;
         ``on_fired(schedule_name)`` (optional) counts fired ticks, e.g. for metrics."""
         self._options = options or SchedulerOptions()
-        super().__init__(
-            "ledgerq-scheduler",
-            self._options.poll_interval_seconds + LATE_SECONDS,
-            log=log,
-            failure_message="scheduler pass failed",
-            first_delay=0.0,
-            join_seconds=30.0,
-        )
+        super().__init__(self._options.poll_interval_seconds + LATE_SECONDS)
         self._store = store
         self._transport = transport
         self._build_job = build_job

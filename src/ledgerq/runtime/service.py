@@ -23,38 +23,31 @@ class Service(Protocol):
 
 
 class PeriodicService:
-    """Calls ``tick()`` on its own daemon thread until stopped.
+    """Calls ``tick()`` on its own daemon thread (``thread_name``) until stopped; a subclass
+    sets the class attributes below and calls ``__init__`` with its interval.
 
-    The first tick comes ``first_delay`` seconds after ``start`` (one interval unless given),
+    The first tick comes ``first_delay`` seconds after ``start`` (one interval unless set),
     each next one ``interval`` seconds after the last, or after what ``tick`` returns when it
-    returns a number. ``wake()`` cuts the current wait short. Error policy: an exception of
-    ``tolerated`` (store errors by default) is counted in ``failures`` and logged as a
-    warning with ``failure_message``, and the loop goes on; anything else ends the thread.
+    returns a number. ``wake()`` cuts the current wait short. Error policy: a ``StoreError``
+    (the ledger is down or failing over) is counted in ``failures`` and logged as a warning
+    with ``failure_message``, and the loop goes on; anything else ends the thread.
     ``stop`` joins the thread for at most ``join_seconds`` (None: it does not wait).
     """
 
-    tolerated: tuple[type[Exception], ...] = (errors.StoreError,)
+    thread_name: str
+    logger: Any
+    """The service's own structlog logger."""
+    failure_message: str
+    first_delay: float | None = None
+    join_seconds: float | None = 5.0
 
-    def __init__(
-        self,
-        name: str,
-        interval: float,
-        *,
-        log: Any,
-        failure_message: str,
-        first_delay: float | None = None,
-        join_seconds: float | None = 5.0,
-    ) -> None:
+    def __init__(self, interval: float) -> None:
         self.interval = interval
         self.failures = 0
-        """Ticks that ended in a tolerated error."""
-        self._log = log
-        self._failure_message = failure_message
-        self._first_delay = interval if first_delay is None else first_delay
-        self._join_seconds = join_seconds
+        """Ticks that ended in a store error."""
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by ``wake`` and by ``stop``
-        self._thread = threading.Thread(target=self.run, name=name, daemon=True)
+        self._thread = threading.Thread(target=self.run, name=self.thread_name, daemon=True)
 
     def tick(self) -> float | None:
         """One round of the service's work; may return the seconds until the next one."""
@@ -85,12 +78,12 @@ class PeriodicService:
     def stop(self) -> None:
         """Ask the loop to end and wait for it within the join bound."""
         self.request_stop()
-        if self._join_seconds is not None and self._thread.is_alive():
-            self._thread.join(self._join_seconds)
+        if self.join_seconds is not None and self._thread.is_alive():
+            self._thread.join(self.join_seconds)
 
     def run(self) -> None:
         """The loop (the service's thread runs it; a foreground caller may too)."""
-        wait = self._first_delay
+        wait = self.interval if self.first_delay is None else self.first_delay
         while True:
             self._wake.wait(wait)
             if self._stop.is_set():
@@ -99,9 +92,9 @@ class PeriodicService:
             wait = self.interval
             try:
                 due_in = self.tick()
-            except self.tolerated as exc:
+            except errors.StoreError as exc:
                 self.failures += 1
-                self._log.warning(self._failure_message, error=str(exc))
+                self.logger.warning(self.failure_message, error=str(exc))
             else:
                 if due_in is not None:
                     wait = due_in

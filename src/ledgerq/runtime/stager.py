@@ -16,14 +16,13 @@ class Stager(PeriodicService):
     """Every ``interval_seconds``, stages due jobs, announces them on the transport and wakes
     the fetcher if any were staged."""
 
+    thread_name = "ledgerq-stager"
+    logger = log
+    failure_message = "staging due jobs failed"
+    first_delay: float | None = 0.0
+
     def __init__(self, store: JobStore, transport: Transport, *, interval_seconds: float) -> None:
-        super().__init__(
-            "ledgerq-stager",
-            interval_seconds,
-            log=log,
-            failure_message="staging due jobs failed",
-            first_delay=0.0,
-        )
+        super().__init__(interval_seconds)
         self._store = store
         self._transport = transport
 

@@ -30,13 +30,12 @@ MIN_RUN_SECONDS = 0.1
 class StartMarks(PeriodicService):
     """Writes the starts of the held jobs whose bodies run, once each."""
 
+    thread_name = "ledgerq-starts"
+    logger = log
+    failure_message = "could not record job starts"
+
     def __init__(self, store: JobStore, held_jobs: Callable[[], list[JobContext]]) -> None:
-        super().__init__(
-            "ledgerq-starts",
-            INTERVAL_SECONDS,
-            log=log,
-            failure_message="could not record job starts",
-        )
+        super().__init__(INTERVAL_SECONDS)
         self._store = store
         self._held_jobs = held_jobs
 
