@@ -61,12 +61,8 @@ class Worker:
         id when None)."""
         self.id = worker_id or new_worker_id()
         self.options = options
-        store, transport, fleet_store, events = (
-            deps.store,
-            deps.transport,
-            deps.fleet_store,
-            deps.events,
-        )
+        store, transport, events = deps.store, deps.transport, deps.events
+        fleet_store = deps.fleet_store
         self._store = store
         self._transport = transport
         self._control = deps.control
@@ -160,13 +156,16 @@ class Worker:
         """The worker's services in start order; they stop in reverse. The feeders (stager,
         reconciler, fetcher) start last and stop first; then the jobs in hand are finished
         or put back while the heartbeats still run; the ledger writers stop last."""
-        writers = ServiceGroup([*self._fleet(), self._completer])
+        writers: list[Service] = [self._completer]
+        if self.membership is not None:
+            writers.insert(0, self.membership)
         feeders: list[Service] = [self._stager]
         if self._reconciler is not None:
             feeders.append(self._reconciler)
+        ledger = ServiceGroup(writers)
         return ServiceGroup(
             [
-                Steps(writers.start, lambda: self._stop_writers(writers)),
+                Steps(ledger.start, lambda: self._stop_writers(ledger)),
                 Steps(start=self._subscribe_stops),
                 self._executor,
                 self._heartbeater,
@@ -177,9 +176,6 @@ class Worker:
                 Steps(self._fetcher.thread.start, self._stop_fetching),
             ]
         )
-
-    def _fleet(self) -> list[Service]:
-        return [self.membership] if self.membership is not None else []
 
     def running_jobs(self) -> list[JobContext]:
         """Contexts of the jobs this worker holds right now."""
