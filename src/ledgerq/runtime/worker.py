@@ -155,7 +155,8 @@ class Worker:
     def _services(self) -> ServiceGroup:
         """The worker's services in start order; they stop in reverse. The feeders (stager,
         reconciler, fetcher) start last and stop first; then the jobs in hand are finished
-        or put back while the heartbeats still run; the ledger writers stop last."""
+        or put back while the heartbeats still run; the ledger writers stop last, and the
+        transport closes after them."""
         writers: list[Service] = [self._completer]
         if self.membership is not None:
             writers.insert(0, self.membership)
@@ -165,6 +166,7 @@ class Worker:
         ledger = ServiceGroup(writers)
         return ServiceGroup(
             [
+                Steps(stop=self._transport.close),
                 Steps(ledger.start, lambda: self._stop_writers(ledger)),
                 Steps(start=self._subscribe_stops),
                 self._executor,
@@ -241,7 +243,6 @@ class Worker:
         while self._fetcher.thread.is_alive() and not self._stop_requested:
             self._fetcher.thread.join(0.05)
         self._group.stop()
-        self._transport.close()
         log.info(
             "worker stopped",
             worker_id=self.id,
