@@ -18,9 +18,12 @@ from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
+from ledgerq.runtime.items import ItemsMiddleware
 from ledgerq.runtime.locks import Locks
+from ledgerq.runtime.middleware import FinishedEvents, JobMiddleware
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
-from ledgerq.runtime.worker import Worker, WorkerOptions
+from ledgerq.runtime.worker import Worker
+from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
 from ledgerq.store.batches import SqlBatchStore
 from ledgerq.store.drivers import driver_type
 from ledgerq.store.engine import create_engine
@@ -247,20 +250,26 @@ def build_worker(
     # A worker on Redis is woken by stop messages, then reads its stop request from the
     # database: the message itself carries no authority.
     control = cast("ControlChannel", transport) if isinstance(transport, _redis_class()) else None
-    return Worker(
+    # The job middleware, in the order runtime/middleware.py documents.
+    middleware: list[JobMiddleware] = [
+        LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),
+        ItemsMiddleware(parts.items),
+    ]
+    if events is not None:
+        middleware.append(FinishedEvents(events))
+    deps = WorkerDeps(
         store=parts.store,
         transport=transport,
         registry=registry,
         codec=parts.codec,
-        options=options,
-        repair=parts.repair,
+        middleware=tuple(middleware),
         events=events,
+        repair=parts.repair,
         fleet_store=parts.fleet,
         control=control,
-        gate=LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),
-        items=parts.items,
         workflows=parts.workflows,
     )
+    return Worker(deps, options)
 
 
 def rate_backend(settings: Settings, parts: Parts) -> RateLimitBackend:

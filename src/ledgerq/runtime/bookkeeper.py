@@ -1,5 +1,5 @@
 """Bookkeeper: the jobs one worker holds and how each attempt ended there. It keeps the
-in-flight table, the outcome counts, ``JobFinished`` events and the limit gate's settlements
+in-flight table, the outcome counts and the job middleware's hooks (``runtime/middleware.py``)
 in step with what the ledger accepted (the store writes the assignment history itself)."""
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from ledgerq.core import errors
-from ledgerq.core.operations import EventSink, JobFinished
 from ledgerq.core.ports import Completion, JobStore, Transport
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.runtime.context import JobContext
-from ledgerq.runtime.gate import LimitGate
+from ledgerq.runtime.middleware import Hooks, JobMiddleware
 
 log = structlog.get_logger("ledgerq.worker")
 
@@ -36,22 +35,21 @@ class WorkerStats:
 class Bookkeeper:
     """The in-flight table of one worker and the records of its attempts; thread-safe.
 
-    ``events`` (optional) receives a ``JobFinished`` per written outcome; ``gate`` (optional)
-    is settled or told to forget as attempts end."""
+    ``middleware`` hooks run as the docstring of ``runtime/middleware.py`` orders them."""
 
     def __init__(
         self,
         store: JobStore,
         transport: Transport,
         *,
-        events: EventSink | None = None,
-        gate: LimitGate | None = None,
+        middleware: Sequence[JobMiddleware] = (),
     ) -> None:
         self.stats = WorkerStats()
         self._store = store
         self._transport = transport
-        self._events = events
-        self._gate = gate
+        self.hooks = Hooks(middleware)
+        self._before_start = self.hooks.before_start  # one lookup less per job
+        self._after_written = self.hooks.after_written
         self._inflight: dict[int, JobContext] = {}
         self._lock = threading.Lock()
 
@@ -82,13 +80,14 @@ class Bookkeeper:
         if ctx is not None and ctx.attempt == completion.claim.attempt:
             ctx.mark_completing()
 
-    def admit(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
-        """Ask the limit gate; a job it postponed is forgotten here, recorded as requeued."""
-        assert self._gate is not None
-        if self._gate.admit(ctx.job, spec):
-            return True
-        self.set_aside(ctx)
-        return False
+    def before_start(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
+        """Run the middleware's ``before_start`` hooks; a job one of them put back is
+        forgotten here, recorded as requeued."""
+        for hook in self._before_start:
+            if not hook(ctx, spec):
+                self.set_aside(ctx)
+                return False
+        return True
 
     def set_aside(self, ctx: JobContext) -> None:
         """Forget a job the worker put back itself before running it (postponed by a limit,
@@ -99,33 +98,29 @@ class Bookkeeper:
 
     def record_written(self, written: Sequence[tuple[Completion, bool]]) -> None:
         """Record completions the ledger applied (True) or refused as stale (False)."""
-        if self._gate is not None:
-            for completion, applied in written:
-                self._gate.settle(completion, applied)
+        ended: list[JobContext | None] = []  # the held context of each, for the hooks
         with self._lock:
             for completion, applied in written:
                 ctx = self._inflight.get(completion.claim.job_id)
                 if ctx is not None and ctx.attempt == completion.claim.attempt:
                     del self._inflight[completion.claim.job_id]
-                    if self._events is not None and applied:
-                        self._emit_finished(ctx, completion)
+                else:
+                    ctx = None
+                ended.append(ctx)
                 if applied:
                     self.stats.outcomes[completion.state.value] += 1
                 else:
                     self.stats.refused += 1
-
-    def _emit_finished(self, ctx: JobContext, completion: Completion) -> None:
-        # The body's own run time (0 for an attempt whose body never ran).
-        duration = completion.ran_seconds or 0.0
-        assert self._events is not None
-        self._events.emit(
-            JobFinished(ctx.job.queue, ctx.job.task, completion.state.value, duration)
-        )
+        hooks = self._after_written
+        if hooks:
+            for (completion, applied), ctx in zip(written, ended, strict=True):
+                for hook in hooks:
+                    hook(completion, applied, ctx)
 
     def forget(self, ctx: JobContext) -> None:
         """Drop a run the worker no longer owns (it never reports an outcome)."""
-        if self._gate is not None:
-            self._gate.forget(ctx.claim)
+        for hook in self.hooks.after_dropped:
+            hook(ctx)
         with self._lock:
             held = self._inflight.get(ctx.job_id)
             if held is not ctx:

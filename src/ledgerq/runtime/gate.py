@@ -25,6 +25,8 @@ from ledgerq.core.job import Claim, Job
 from ledgerq.core.ports import Completion, LimitStore, RateLimitBackend
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskSpec
+from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.middleware import JobMiddleware
 
 log = structlog.get_logger("ledgerq.gate")
 
@@ -45,8 +47,9 @@ class _Held:
     breaker: lim.Breaker | None
 
 
-class LimitGate:
-    """Checks the limits of each claimed job; thread-safe (one call per executor slot)."""
+class LimitGate(JobMiddleware):
+    """Checks the limits of each claimed job; thread-safe (one call per executor slot). The
+    first job middleware (see ``runtime/middleware.py``)."""
 
     def __init__(self, store: LimitStore, rates: RateLimitBackend, codec: PayloadCodec) -> None:
         self._store = store
@@ -59,13 +62,14 @@ class LimitGate:
         self._denials: dict[str, deque[float]] = {}
         self._blocked_until: dict[str, float] = {}
 
-    def admit(self, job: Job, spec: TaskSpec | None) -> bool:
+    def before_start(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
         """True: run the job now. False: it was postponed (or its claim is stale) and must not
         run. A failing limit store or key function never loses the job: it runs unlimited
         only if the store cannot even postpone it (the lease then returns it)."""
         limits = getattr(spec, "limits", None)
         if spec is None or limits is None:
             return True
+        job = ctx.job
         claim = Claim(job.id, job.attempt)
         try:
             delay = self._check(job, spec, limits, claim)
@@ -158,7 +162,7 @@ class LimitGate:
             backlog_periods = max(1.0, len(recent) / rate.limit)
         return random.uniform(0.0, min(rate.period_seconds * backlog_periods, MAX_SPREAD_SECONDS))
 
-    def settle(self, completion: Completion, applied: bool) -> None:
+    def after_written(self, completion: Completion, applied: bool, ctx: JobContext | None) -> None:
         """After an outcome was written: free the slot, count the run in its breaker."""
         with self._lock:
             held = self._held.pop(completion.claim, None)
@@ -178,10 +182,10 @@ class LimitGate:
             # delays the breaker.
             log.warning("could not settle limits", job_id=completion.claim.job_id, error=str(exc))
 
-    def forget(self, claim: Claim) -> None:
+    def after_dropped(self, ctx: JobContext) -> None:
         """Drop what a run that never reports an outcome holds (its slot frees itself)."""
         with self._lock:
-            self._held.pop(claim, None)
+            self._held.pop(ctx.claim, None)
 
 
 def _breaker_outcome(state: JobState) -> bool | None:

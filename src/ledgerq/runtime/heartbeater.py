@@ -3,21 +3,24 @@ busy or blocked job cannot starve it; a refused (fenced) heartbeat marks the job
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import structlog
 
-from ledgerq.core import errors
 from ledgerq.core.ports import JobStore
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.heartbeater")
 
 
-class Heartbeater:
+class Heartbeater(PeriodicService):
     """Every ``interval_seconds``, renews the lease of each job ``running_jobs()`` returns."""
+
+    thread_name = "ledgerq-heartbeat"
+    logger = log
+    failure_message = "heartbeat failed"
 
     def __init__(
         self,
@@ -27,21 +30,14 @@ class Heartbeater:
         interval_seconds: float,
         lease_seconds: float,
     ) -> None:
+        super().__init__(interval_seconds)
         self._store = store
         self._running_jobs = running_jobs
-        self._interval = interval_seconds
         self._lease = lease_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledgerq-heartbeat", daemon=True)
 
-    def start(self) -> None:
-        """Start beating."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop beating."""
-        self._stop.set()
-        self._thread.join(5)
+    def tick(self) -> None:
+        """One beat."""
+        self.beat()
 
     def beat(self) -> int:
         """Renew every running job's lease once; return how many were refused."""
@@ -64,10 +60,3 @@ class Heartbeater:
                     "job no longer owned by this worker", job_id=ctx.job_id, attempt=ctx.attempt
                 )
         return refused
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.beat()
-            except errors.StoreError as exc:
-                log.warning("heartbeat failed", error=str(exc))

@@ -2,38 +2,29 @@
 
 from __future__ import annotations
 
-import threading
-
 import structlog
 
-from ledgerq.core import errors
 from ledgerq.core.ports import JobStore
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.janitor")
 
 
-class Janitor:
+class Janitor(PeriodicService):
     """Every ``interval_seconds`` asks the store to maintain its tables (the store decides
-    whether anything is needed and makes sure only one worker does it at a time)."""
+    whether anything is needed and makes sure only one worker does it at a time). Stopping
+    does not wait: a maintenance run in progress finishes in the database on its own."""
+
+    thread_name = "ledgerq-janitor"
+    logger = log
+    failure_message = "table maintenance failed"
+    join_seconds: float | None = None
 
     def __init__(self, store: JobStore, *, interval_seconds: float) -> None:
+        super().__init__(interval_seconds)
         self._store = store
-        self._interval = interval_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledgerq-janitor", daemon=True)
 
-    def start(self) -> None:
-        """Start the periodic maintenance."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop; a maintenance run in progress finishes in the database on its own."""
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                if self._store.maintain_tables():
-                    log.info("ledger tables vacuumed")
-            except errors.StoreError as exc:
-                log.warning("table maintenance failed", error=str(exc))
+    def tick(self) -> None:
+        """One maintenance check."""
+        if self._store.maintain_tables():
+            log.info("ledger tables vacuumed")

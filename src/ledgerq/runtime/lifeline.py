@@ -8,19 +8,23 @@ back would otherwise fail over the whole fleet before the others had a chance to
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import structlog
 
-from ledgerq.core import errors
 from ledgerq.core.ports import WorkerStore
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.lifeline")
 
 
-class Lifeline:
+class Lifeline(PeriodicService):
     """Runs ``WorkerStore.fail_over_workers`` every ``interval_seconds`` on its own thread."""
+
+    thread_name = "ledgerq-lifeline"
+    logger = log
+    failure_message = "failover check failed"
+    join_seconds: float | None = None
 
     def __init__(
         self,
@@ -33,23 +37,18 @@ class Lifeline:
         on_requeued: Callable[[list[int]], None] = lambda _ids: None,
     ) -> None:
         """``seconds_since_outage`` tells how long ago this worker last failed to reach the
-        database; within one TTL of that the lifeline holds back."""
+        database; within one TTL of that the lifeline holds back. Stopping does not wait: a
+        failover in progress finishes its transaction."""
+        super().__init__(interval_seconds)
         self._store = store
         self._since_outage = seconds_since_outage
         self._on_requeued = on_requeued
         self._worker_id = worker_id
         self._ttl = ttl_seconds
-        self._interval = interval_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledgerq-lifeline", daemon=True)
 
-    def start(self) -> None:
-        """Start checking."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop checking (a failover in progress finishes its transaction)."""
-        self._stop.set()
+    def tick(self) -> None:
+        """One failover round."""
+        self.check()
 
     def check(self) -> int:
         """One failover round; return how many workers were failed over."""
@@ -72,10 +71,3 @@ class Lifeline:
             # reconciler's REQUEUE_AFTER while every worker is busy.
             self._on_requeued(requeued)
         return len(events)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.check()
-            except errors.StoreError as exc:
-                log.warning("failover check failed", error=str(exc))

@@ -14,7 +14,7 @@ from ledgerq.runtime.lifeline import Lifeline
 from ledgerq.runtime.registrar import Member, Registrar
 
 if TYPE_CHECKING:
-    from ledgerq.runtime.worker import WorkerOptions
+    from ledgerq.runtime.worker_setup import WorkerOptions
 
 
 def _version() -> str:

@@ -18,7 +18,6 @@ time (every step is fenced or idempotent, so a second one would only waste work)
 from __future__ import annotations
 
 import shutil
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from ledgerq.core import errors
 from ledgerq.core.job import JobHint
 from ledgerq.core.operations import EventSink, ReconcilePassed
 from ledgerq.core.ports import JobStore, LedgerRepair, Transport, WorkflowStore
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.reconciler")
 
@@ -81,8 +81,13 @@ class ReconcileReport:
         return any(v for k, v in self.as_dict().items() if k not in ("ran", "announce_failed"))
 
 
-class Reconciler:
+class Reconciler(PeriodicService):
     """Runs passes every ``policy.interval_seconds`` on its own thread, or one via ``run_once``."""
+
+    thread_name = "ledgerq-reconciler"
+    logger = log
+    failure_message = "reconcile pass failed"
+    join_seconds: float | None = 10.0
 
     def __init__(
         self,
@@ -93,34 +98,21 @@ class Reconciler:
         events: EventSink | None = None,
         workflows: WorkflowStore | None = None,
     ) -> None:
-        """``workflows`` (optional): resume stalled workflows in every pass."""
+        """``workflows`` (optional): resume stalled workflows in every pass. Stopping waits for
+        the current pass."""
+        super().__init__(policy.interval_seconds)
         self._repair = repair
         self._workflows = workflows
         self._events = events
         self._store = store
         self._transport = transport
         self._policy = policy
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledgerq-reconciler", daemon=True)
         self.passes = 0
         self.last_report: ReconcileReport | None = None
 
-    def start(self) -> None:
-        """Start passing every interval."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop after the current pass."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._policy.interval_seconds):
-            try:
-                self.run_once()
-            except errors.StoreError as exc:
-                log.warning("reconcile pass failed", error=str(exc))
+    def tick(self) -> None:
+        """One pass."""
+        self.run_once()
 
     def run_once(self) -> ReconcileReport:
         """One pass under the fleet-wide lock; raise ``StoreError`` if the ledger is down."""

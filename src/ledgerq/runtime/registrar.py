@@ -11,7 +11,6 @@ again, so it can go on taking work as a fresh member.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -21,6 +20,7 @@ import structlog
 from ledgerq.core import errors, fleet
 from ledgerq.core.ports import WorkerStore
 from ledgerq.runtime import probes
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.registrar")
 
@@ -57,12 +57,17 @@ class Member(Protocol):
         """The ledger renewed the registration with a write sent at ``sent_at`` (monotonic)."""
 
 
-class Registrar:
+class Registrar(PeriodicService):
     """Registration, heartbeat, health checks and stop requests of one worker process.
 
     ``stall_after_seconds``: a worker that has not fetched for longer while jobs of its
     queues wait is reported unhealthy (alive but not consuming).
     """
+
+    thread_name = "ledgerq-registrar"
+    logger = log
+    failure_message = "worker heartbeat failed"
+    join_seconds: float | None = 10.0
 
     def __init__(
         self,
@@ -74,10 +79,10 @@ class Registrar:
         health_interval_seconds: float,
         stall_after_seconds: float,
     ) -> None:
+        super().__init__(interval_seconds)
         self._store = store
         self._registration = registration
         self._member = member
-        self._interval = interval_seconds
         self._health_interval = health_interval_seconds
         self._stall_after = stall_after_seconds
         self._cpu = probes.CpuMeter()
@@ -86,12 +91,11 @@ class Registrar:
         self._last_failure = -float("inf")
         self._registered = False
         self._stop_seen: fleet.StopMode | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._prompted = False  # a control message asked for a stop read
+        self._next_beat = self._next_health = 0.0
         self.unbacked_wake_ups = 0
         """Control messages after which the database held no stop request (forged or stale)."""
         self._last_unbacked_warning = -float("inf")
-        self._thread = threading.Thread(target=self._run, name="ledgerq-registrar", daemon=True)
 
     @property
     def worker_id(self) -> str:
@@ -101,13 +105,14 @@ class Registrar:
     def start(self) -> None:
         """Register (retried on the thread if the database is down) and start beating."""
         self._register()
-        self._thread.start()
+        now = time.monotonic()
+        self._next_beat = now + self.interval
+        self._next_health = now + min(self.interval, self._health_interval)
+        super().start()
 
     def stop(self) -> None:
         """Stop beating and mark the worker stopped in the registry."""
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(10)
+        super().stop()
         try:
             self._store.deregister_worker(self.worker_id)
         except errors.StoreError as exc:
@@ -134,26 +139,23 @@ class Registrar:
     def check_stop_request(self) -> None:
         """Read this worker's stop request from the database soon, on the registrar's thread
         (a control message arrived). Thread-safe and cheap: calls in a row cost one read."""
-        self._wake.set()
+        self._prompted = True
+        self.wake()
 
-    def _run(self) -> None:
-        now = time.monotonic()
-        next_beat = now + self._interval
-        next_health = now + min(self._interval, self._health_interval)
-        while True:
-            woken = self._wake.wait(max(0.0, next_beat - time.monotonic()))
-            if self._stop.is_set():
-                return
-            if time.monotonic() >= next_beat:
-                # Due heartbeats come first: a flood of wake-ups must not starve them (the
-                # fleet would fail this worker over). A heartbeat reads the stop request too.
-                self._wake.clear()
-                next_health = self._pulse(next_health)
-                next_beat = time.monotonic() + self._interval
-            elif woken:
-                self._wake.clear()
-                self._read_stop_request()
-                self._stop.wait(WAKE_SPACING_SECONDS)
+    def tick(self) -> float:
+        """Heartbeat when due, else read a stop request a control message prompted; return
+        the wait until the next heartbeat."""
+        if time.monotonic() >= self._next_beat:
+            # Due heartbeats come first: a flood of wake-ups must not starve them (the
+            # fleet would fail this worker over). A heartbeat reads the stop request too.
+            self._prompted = False
+            self._next_health = self._pulse(self._next_health)
+            self._next_beat = time.monotonic() + self.interval
+        elif self._prompted:
+            self._prompted = False
+            self._read_stop_request()
+            self.pause(WAKE_SPACING_SECONDS)
+        return max(0.0, self._next_beat - time.monotonic())
 
     def _pulse(self, next_health: float) -> float:
         """Heartbeat (registering first if needed) and check health when due; return when

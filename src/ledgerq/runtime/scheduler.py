@@ -9,7 +9,6 @@ remaining ticks to the others.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,12 @@ from ledgerq.core.schedules import (
 )
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime import cron
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.scheduler")
+
+#: Passes land this long after a tick is due, not just before it.
+LATE_SECONDS = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +74,16 @@ def job_for(registry: TaskRegistry, schedule: Schedule) -> NewJob:
     )
 
 
-class Scheduler:
-    """Runs passes on its own thread (``start``/``stop``) or one at a time (``run_once``)."""
+class Scheduler(PeriodicService):
+    """Runs passes on its own thread (``start``/``stop``), in the foreground (``run``) or one
+    at a time (``run_once``). A pass also runs just after the next tick is due; stopping waits
+    for the current tick (a tick's transaction is never cut in half)."""
+
+    thread_name = "ledgerq-scheduler"
+    logger = log
+    failure_message = "scheduler pass failed"
+    first_delay: float | None = 0.0
+    join_seconds: float | None = 30.0
 
     def __init__(
         self,
@@ -85,15 +96,14 @@ class Scheduler:
     ) -> None:
         """``build_job`` makes a tick's job; ``instance_id`` is recorded as ``executed_by``;
         ``on_fired(schedule_name)`` (optional) counts fired ticks, e.g. for metrics."""
+        self._options = options or SchedulerOptions()
+        super().__init__(self._options.poll_interval_seconds + LATE_SECONDS)
         self._store = store
         self._transport = transport
         self._build_job = build_job
         self.instance_id = instance_id
-        self._options = options or SchedulerOptions()
         self._on_fired = on_fired
         self._declared: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.run, name="ledgerq-scheduler", daemon=True)
 
     def declare(self, schedules: Sequence[Schedule]) -> None:
         """Store the application's code-declared schedules (idempotent; run at start). This
@@ -105,38 +115,20 @@ class Scheduler:
 
     def _fires(self, state: ScheduleState) -> bool:
         schedule = state.schedule
-        if state.paused or self._stop.is_set():
+        if state.paused or self.stopping:
             return False
         return schedule.source is ScheduleSource.RUNTIME or schedule.name in self._declared
 
-    def start(self) -> None:
-        """Run passes on a background thread until ``stop``."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop after the current tick (a tick's transaction is never cut in half)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
-
-    def request_stop(self) -> None:
-        """Ask ``run`` to return after the current tick (safe from a signal handler)."""
-        self._stop.set()
-
-    def run(self) -> None:
-        """Pass until stopped; a database outage is logged and retried, never fatal."""
-        while not self._stop.is_set():
-            wait = self._options.poll_interval_seconds
-            started = time.monotonic()
-            try:
-                report = self.run_once()
-            except errors.StoreError as exc:
-                log.warning("scheduler pass failed", error=str(exc))
-            else:
-                if report.seconds_to_next is not None:
-                    due_in = report.seconds_to_next - (time.monotonic() - started)
-                    wait = min(wait, max(due_in, 0.0))
-            self._stop.wait(wait + 0.005)  # land just after the tick, not just before
+    def tick(self) -> float:
+        """One pass; return the wait until the next (a database outage is logged by the
+        service loop and retried after the poll interval, never fatal)."""
+        started = time.monotonic()
+        report = self.run_once()
+        wait = self._options.poll_interval_seconds
+        if report.seconds_to_next is not None:
+            due_in = report.seconds_to_next - (time.monotonic() - started)
+            wait = min(wait, max(due_in, 0.0))
+        return wait + LATE_SECONDS
 
     def run_once(self) -> PassReport:
         """One pass over every active schedule; raise ``StoreError`` if the ledger is down."""
@@ -166,7 +158,7 @@ class Scheduler:
             grace_seconds=self._options.grace_seconds,
         )
         for tick in plan.fire:
-            if self._stop.is_set():
+            if self.stopping:
                 return  # progress stays before the unfired ticks
             self._fire(schedule, tick, report)
         self._store.advance(schedule.name, last_tick=plan.last_tick, next_tick=plan.next_tick)

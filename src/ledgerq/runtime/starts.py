@@ -11,7 +11,6 @@ the starts of those whose body has run at least ``MIN_RUN_SECONDS`` and has not 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
@@ -20,6 +19,7 @@ import structlog
 from ledgerq.core import errors
 from ledgerq.core.ports import JobStore
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.starts")
 
@@ -27,27 +27,21 @@ INTERVAL_SECONDS = 0.1
 MIN_RUN_SECONDS = 0.1
 
 
-class StartMarks:
+class StartMarks(PeriodicService):
     """Writes the starts of the held jobs whose bodies run, once each."""
 
+    thread_name = "ledgerq-starts"
+    logger = log
+    failure_message = "could not record job starts"
+
     def __init__(self, store: JobStore, held_jobs: Callable[[], list[JobContext]]) -> None:
+        super().__init__(INTERVAL_SECONDS)
         self._store = store
         self._held_jobs = held_jobs
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledgerq-starts", daemon=True)
 
-    def start(self) -> None:
-        """Start the writer thread."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop writing."""
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(INTERVAL_SECONDS):
-            self.write_due()
+    def tick(self) -> None:
+        """Write the due starts once."""
+        self.write_due()
 
     def write_due(self) -> int:
         """Write the starts of the held jobs running for at least ``MIN_RUN_SECONDS`` whose

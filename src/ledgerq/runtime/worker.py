@@ -1,31 +1,18 @@
-"""Worker: one process's services (fetcher, executor, completer, heartbeater, and with a fleet
-store the registrar and lifeline) and their graceful shutdown, which finishes
-in-flight jobs within a grace period and puts back the rest."""
+"""Worker: one process's services, started as one group in a fixed order and stopped in
+reverse (``Worker._group``; the list is in docs/architecture.md), and the graceful shutdown
+between them, which finishes in-flight jobs within a grace period and puts back the rest."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import socket
-from dataclasses import dataclass
 
 import structlog
 
 from ledgerq.core import errors, fleet
-from ledgerq.core.codec import PayloadCodec
-from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
-from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import (
-    Completion,
-    ControlChannel,
-    JobStore,
-    LedgerRepair,
-    Transport,
-    WorkerStore,
-    WorkflowStore,
-)
-from ledgerq.core.tasks import TaskRegistry
+from ledgerq.core.ports import Completion
 from ledgerq.core.unknown_tasks import UnknownTaskPolicy
 from ledgerq.runtime.bookkeeper import Bookkeeper, WorkerStats
 from ledgerq.runtime.completer import Completer
@@ -33,15 +20,16 @@ from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.deferrer import Deferrer
 from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
-from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
 from ledgerq.runtime.lease import LeaseGuard
 from ledgerq.runtime.membership import Membership
 from ledgerq.runtime.pacer import Pacer
-from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
+from ledgerq.runtime.reconciler import Reconciler
+from ledgerq.runtime.service import Service, ServiceGroup, Steps
 from ledgerq.runtime.stager import Stager
 from ledgerq.runtime.starts import StartMarks
+from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
 
 log = structlog.get_logger("ledgerq.worker")
 
@@ -62,75 +50,32 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerOptions:
-    """How one worker process runs. Times are in seconds."""
-
-    queues: tuple[str, ...] = ("default",)
-    concurrency: int = 8
-    prefetch: int | None = 0
-    """Jobs held beyond the running slots; None follows the job durations (PrefetchRoom)."""
-    batch_size: int = 32
-    poll_interval_seconds: float = 1.0
-    heartbeat_interval_seconds: float = 5.0
-    lease_seconds: float = 15.0
-    shutdown_grace_seconds: float = 30.0
-    burst: bool = False
-    max_jobs: int | None = None
-    reconcile: ReconcilePolicy | None = None
-    """Run the reconciler inside this worker (one instance at a time fleet-wide); None: not."""
-    health_check_interval_seconds: float = 30.0
-    failover_check_interval_seconds: float = 5.0
-    recycle_when_hung: bool = False
-    """Stop at once (``recycle_requested``) when a timed-out job's thread cannot be stopped,
-    so the caller ends or replaces the process; False: abandon the thread and go on (an
-    embedding process keeps its worker, but the blocked code may still finish)."""
-    unknown_task_grace_seconds: float = 300.0
-    """With a fleet store: how long a job of a task no live worker declares may wait (from
-    its first put-back) before it is buried; see ``runtime/deferrer.py``."""
-
-
 class Worker:
     """Runs jobs until stopped. ``run()`` blocks; ``request_stop()`` may be called from a
     signal handler (it only sets flags)."""
 
     def __init__(
-        self,
-        *,
-        store: JobStore,
-        transport: Transport,
-        registry: TaskRegistry,
-        codec: PayloadCodec,
-        options: WorkerOptions,
-        worker_id: str | None = None,
-        repair: LedgerRepair | None = None,
-        events: EventSink | None = None,
-        fleet_store: WorkerStore | None = None,
-        control: ControlChannel | None = None,
-        gate: LimitGate | None = None,
-        items: JobItemStore | None = None,
-        workflows: WorkflowStore | None = None,
+        self, deps: WorkerDeps, options: WorkerOptions, worker_id: str | None = None
     ) -> None:
-        """``events`` (optional) receives a ``JobFinished`` per written outcome (metrics).
-        With ``fleet_store`` the worker registers, heartbeats, records health checks and its
-        assignment history, obeys stop requests and fails over dead workers. ``gate``
-        (optional) holds back jobs of rate-, concurrency- or breaker-limited tasks."""
+        """A worker of ``deps`` run as ``options`` say, registered as ``worker_id`` (a fresh
+        id when None)."""
         self.id = worker_id or new_worker_id()
         self.options = options
+        store, transport, events = deps.store, deps.transport, deps.events
+        fleet_store = deps.fleet_store
         self._store = store
         self._transport = transport
-        self._control = control
-        self._items = items  # batch items of running jobs (``ctx.items()``)
+        self._control = deps.control
         self._stop_requested = False
         self._immediate = False
         self._recycle = False
-        tasks = tuple(spec.name for spec in registry)
+        tasks = tuple(spec.name for spec in deps.registry)
         self.membership = (
             Membership(fleet_store, self, options, self.id, tasks=tasks)
             if fleet_store is not None
             else None
         )
-        self._book = Bookkeeper(store, transport, events=events, gate=gate)
+        self._book = Bookkeeper(store, transport, middleware=deps.middleware)
         deferrer = (
             Deferrer(
                 fleet_store,
@@ -151,13 +96,13 @@ class Worker:
             renew_worker=self.membership.renew if self.membership is not None else None,
         )
         self._executor = Executor(
-            registry=registry,
-            codec=codec,
+            registry=deps.registry,
+            codec=deps.codec,
             concurrency=options.concurrency,
             on_complete=self._on_attempt_done,
             prefetch=options.prefetch,
             on_skipped=self._book.forget,
-            admit=self._book.admit if gate is not None else None,
+            admit=self._book.before_start if self._book.hooks.before_start else None,
             may_start=self._leases.may_start,
             on_unknown=deferrer.handle if deferrer is not None else None,
             on_hung=self._on_hung if options.recycle_when_hung else None,
@@ -185,9 +130,14 @@ class Worker:
         self._janitor = Janitor(store, interval_seconds=MAINTAIN_INTERVAL_SECONDS)
         self._stager = Stager(store, transport, interval_seconds=options.poll_interval_seconds)
         self._reconciler: Reconciler | None = None
-        if options.reconcile is not None and repair is not None:
+        if options.reconcile is not None and deps.repair is not None:
             self._reconciler = Reconciler(
-                repair, store, transport, options.reconcile, events=events, workflows=workflows
+                deps.repair,
+                store,
+                transport,
+                options.reconcile,
+                events=events,
+                workflows=deps.workflows,
             )
         self._heartbeater = Heartbeater(
             store,
@@ -197,6 +147,34 @@ class Worker:
         )
         self._pacer = Pacer(
             window_seconds=max(12 * options.heartbeat_interval_seconds, PACE_WINDOW_SECONDS)
+        )
+        self._group = self._services()
+
+    def _services(self) -> ServiceGroup:
+        """The worker's services in start order; they stop in reverse. The feeders (stager,
+        reconciler, fetcher) start last and stop first; then the jobs in hand are finished
+        or put back while the heartbeats still run; the ledger writers stop last, and the
+        transport closes after them."""
+        writers: list[Service] = [self._completer]
+        if self.membership is not None:
+            writers.insert(0, self.membership)
+        feeders: list[Service] = [self._stager]
+        if self._reconciler is not None:
+            feeders.append(self._reconciler)
+        ledger = ServiceGroup(writers)
+        return ServiceGroup(
+            [
+                Steps(stop=self._transport.close),
+                Steps(ledger.start, lambda: self._stop_writers(ledger)),
+                Steps(start=self._subscribe_stops),
+                self._executor,
+                self._heartbeater,
+                self._starts,
+                self._janitor,
+                Steps(stop=self._finish_jobs),
+                *feeders,
+                Steps(self._fetcher.thread.start, self._stop_fetching),
+            ]
         )
 
     def running_jobs(self) -> list[JobContext]:
@@ -258,33 +236,33 @@ class Worker:
             queues=list(self.options.queues),
             concurrency=self.options.concurrency,
         )
-        if self.membership is not None:
-            self.membership.start()
-        if self._control is not None and self.membership is not None:
-            # Without a fleet store no stop request exists to read, so nothing to wake for.
-            self._control.subscribe_stops(self._on_stop_message)
-        self._completer.start()
-        self._executor.start()
-        self._heartbeater.start()
-        self._starts.start()
-        self._janitor.start()
-        self._stager.start()
-        if self._reconciler is not None:
-            self._reconciler.start()
-        self._fetcher.thread.start()
+        self._group.start()
         # Join in short slices so a signal handler's flag is seen promptly.
         while self._fetcher.thread.is_alive() and not self._stop_requested:
             self._fetcher.thread.join(0.05)
-        self._shutdown()
+        self._group.stop()
+        log.info(
+            "worker stopped",
+            worker_id=self.id,
+            dropped_hints=self.stats.dropped_hints,
+            refused=self.stats.refused,
+            **dict(self.stats.outcomes),
+        )
         return self.stats
 
-    def _shutdown(self) -> None:
+    def _subscribe_stops(self) -> None:
+        if self._control is not None and self.membership is not None:
+            # Without a fleet store no stop request exists to read, so nothing to wake for.
+            self._control.subscribe_stops(self._on_stop_message)
+
+    def _stop_fetching(self) -> None:
         self._fetcher.stop()
         self._fetcher.thread.join()
         self.stats.dropped_hints = self._fetcher.dropped_hints
-        self._stager.stop()
-        if self._reconciler is not None:
-            self._reconciler.stop()
+
+    def _finish_jobs(self) -> None:
+        """Let the jobs in hand finish (within the grace period on a requested stop), write
+        their outcomes and put the unfinished ones back."""
         if not self._stop_requested:
             # A natural end (burst, --once): let in-flight jobs finish, unless a signal
             # arrives meanwhile and turns this into a graceful stop.
@@ -307,22 +285,12 @@ class Worker:
                 pending=backlog.pending,
                 waited_s=round(backlog.oldest_seconds, 1),
             )
-        self._heartbeater.stop()
-        self._starts.stop()
-        self._janitor.stop()
-        self._executor.stop()
+
+    def _stop_writers(self, writers: ServiceGroup) -> None:
+        # With outcomes still unwritten the ledger takes no writes: stopping the completer
+        # and deregistering would hang the exit too (the fleet fails this worker over).
         if self._completer.backlog().pending == 0:
-            self._completer.stop()
-            if self.membership is not None:
-                self.membership.stop()
-        self._transport.close()
-        log.info(
-            "worker stopped",
-            worker_id=self.id,
-            dropped_hints=self.stats.dropped_hints,
-            refused=self.stats.refused,
-            **dict(self.stats.outcomes),
-        )
+            writers.stop()
 
     def _wait_idle(self, grace: float) -> bool:
         # Slices, so a second signal (immediate) cuts the grace period short.
@@ -340,7 +308,7 @@ class Worker:
         self._completer.add(completion)
 
     def _on_claimed(self, job: Job, sent_at: float) -> None:
-        ctx = JobContext(job, self._items, confirmed_at=sent_at)
+        ctx = JobContext(job, confirmed_at=sent_at)
         self._book.hold(ctx)
         self._executor.submit(ctx)
 
