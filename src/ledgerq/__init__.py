@@ -41,7 +41,7 @@ if _typing.TYPE_CHECKING:
     from ledgerq.producer.batch_builder import Batch
     from ledgerq.producer.workflow_api import Workflow
     from ledgerq.runtime.context import JobContext
-    from ledgerq.runtime.locks import HeldLock
+    from ledgerq.runtime.lock_handles import HeldLock
 
 _IMPORTED_ON_FIRST_USE = {
     "Batch": "ledgerq.producer.batch_builder",
@@ -51,7 +51,7 @@ _IMPORTED_ON_FIRST_USE = {
     "MigrationStatus": "ledgerq.core.schema",
     "Schedule": "ledgerq.core.schedules",
     "WorkflowNotFound": "ledgerq.core.workflow",
-    "HeldLock": "ledgerq.runtime.locks",
+    "HeldLock": "ledgerq.runtime.lock_handles",
     "JobContext": "ledgerq.runtime.context",
     "LedgerQ": "ledgerq.app.application",
     "Settings": "ledgerq.config.settings",

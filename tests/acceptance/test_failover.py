@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from ledgerq.core.fleet import WorkerState
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.tables import jobs
 from tests.acceptance.conftest import Ledger, Proc, Procs
 from tests.helpers import wait_until

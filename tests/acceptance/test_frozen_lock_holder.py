@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from ledgerq import LedgerQ
-from ledgerq.runtime.locks import HeldLock
+from ledgerq.runtime.lock_handles import HeldLock
 from tests.acceptance.conftest import REPO_ROOT
 from tests.contract.test_locks import business, fenced_writes
 from tests.helpers import wait_until

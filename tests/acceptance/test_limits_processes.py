@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ledgerq.core import limits as lim
 from ledgerq.store.engine import create_engine
-from ledgerq.store.limits import SqlLimitStore
+from ledgerq.store.limit_store import SqlLimitStore
 from ledgerq.store.tables import jobs
 from tests.acceptance import limits_app
 from tests.acceptance.conftest import CLI, REPO_ROOT, Proc, cli_env

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from tests.acceptance.conftest import Ledger, Procs
 from tests.helpers import wait_until
 

@@ -27,10 +27,10 @@ from ledgerq.core.operations import EventSink, FleetView, ProbeResult
 from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker, WorkflowSignal
 from ledgerq.metrics.prometheus import MetricsHub
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.limits import SqlLimitStore
-from ledgerq.store.locks import SqlLocks
+from ledgerq.store.limit_store import SqlLimitStore
+from ledgerq.store.lock_store import SqlLocks
 from ledgerq.store.postgres.listener import PgNotifyWaker
 from ledgerq.store.queues import SqlQueueControls
 from ledgerq.transport.polling import PollingTransport

@@ -16,9 +16,9 @@ from ledgerq.core.items import ItemAlreadyDone
 from ledgerq.core.job import Claim, Job, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.store.batches import SqlBatchStore
+from ledgerq.store.batch_store import SqlBatchStore
 from ledgerq.store.engine import create_engine
-from ledgerq.store.items import SqlJobItems
+from ledgerq.store.item_store import SqlJobItems
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.tables import job_items, jobs

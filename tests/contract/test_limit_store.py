@@ -15,7 +15,7 @@ from ledgerq.core.job import Claim, NewJob
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.limits import SqlLimitStore
+from ledgerq.store.limit_store import SqlLimitStore
 
 BREAKER = lim.Breaker(failures=2, reset_after=0.5)
 

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.core.locks import LockManager
-from ledgerq.runtime.locks import HeldLock, Locks
-from ledgerq.store.locks import SqlLocks
+from ledgerq.runtime.lock_handles import HeldLock, Locks
+from ledgerq.store.lock_store import SqlLocks
 from ledgerq.transport.redis_locks import RedisLockManager
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer

@@ -19,7 +19,7 @@ from ledgerq.core.schedules import (
 )
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.schedules import SqlScheduleStore
+from ledgerq.store.schedule_store import SqlScheduleStore
 
 CODE = Schedule(name="code", cron="* * * * *", task="t", source=ScheduleSource.CODE)
 

@@ -24,7 +24,7 @@ from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions, job_for
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.schedules import SqlScheduleStore
+from ledgerq.store.schedule_store import SqlScheduleStore
 from ledgerq.store.tables import jobs, schedule_runs, schedules
 from ledgerq.transport.polling import PollingTransport
 

@@ -13,7 +13,7 @@ from ledgerq.core import fleet, unknown_tasks
 from ledgerq.core.job import Claim, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from tests.helpers import wait_until
 

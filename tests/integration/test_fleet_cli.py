@@ -12,7 +12,7 @@ from ledgerq.cli.main import main
 from ledgerq.core import fleet
 from ledgerq.core.job import NewJob
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from tests.helpers import wait_until
 

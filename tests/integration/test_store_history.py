@@ -13,9 +13,9 @@ from ledgerq.core.job import Claim, Job, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.limits import SqlLimitStore
+from ledgerq.store.limit_store import SqlLimitStore
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 from ledgerq.core import errors
 from ledgerq.core import limits as lim
 from ledgerq.store.engine import create_engine
-from ledgerq.store.limits import SqlLimitStore
+from ledgerq.store.limit_store import SqlLimitStore
 from ledgerq.transport.redis import RedisRateLimiter
 from tests.redis_server import RedisServer
 

@@ -14,7 +14,7 @@ import pytest
 from ledgerq.core import fleet
 from ledgerq.runtime.registrar import Registrar
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from tests.acceptance.conftest import Ledger, Procs
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer

@@ -27,7 +27,7 @@ from ledgerq.core.workflow import FailurePolicy, check_policy
 from ledgerq.producer.batch_builder import Batch, BatchCall, BatchClient, TaskRef
 from ledgerq.producer.client import Client
 from ledgerq.producer.workflow_api import Workflow, WorkflowEventFeed, Workflows
-from ledgerq.runtime.locks import HeldLock, Locks
+from ledgerq.runtime.lock_handles import HeldLock, Locks
 from ledgerq.runtime.worker import Worker, new_worker_id
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
 from ledgerq.producer.client import Client
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.lock_admin import SqlLockAdmin
-from ledgerq.store.locks import SqlLocks
+from ledgerq.store.lock_store import SqlLocks
 from ledgerq.store.queues import SqlQueueControls, pool_usage
 
 

@@ -18,22 +18,22 @@ from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
-from ledgerq.runtime.items import ItemsMiddleware
-from ledgerq.runtime.locks import Locks
+from ledgerq.runtime.item_tracker import ItemsMiddleware
+from ledgerq.runtime.lock_handles import Locks
 from ledgerq.runtime.middleware import FinishedEvents, JobMiddleware
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker
 from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
-from ledgerq.store.batches import SqlBatchStore
+from ledgerq.store.batch_store import SqlBatchStore
 from ledgerq.store.drivers import driver_type
 from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet import SqlFleetAdmin
-from ledgerq.store.items import SqlJobItems
+from ledgerq.store.fleet_admin import SqlFleetAdmin
+from ledgerq.store.item_store import SqlJobItems
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.limits import SqlLimitStore
-from ledgerq.store.locks import SqlLocks
+from ledgerq.store.limit_store import SqlLimitStore
+from ledgerq.store.lock_store import SqlLocks
 from ledgerq.store.repair import SqlLedgerRepair
-from ledgerq.store.schedules import SqlScheduleStore
+from ledgerq.store.schedule_store import SqlScheduleStore
 from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 

@@ -9,7 +9,7 @@ from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Claim, Job
-from ledgerq.runtime.items import ItemTracker
+from ledgerq.runtime.item_tracker import ItemTracker
 
 
 @dataclass(slots=True)

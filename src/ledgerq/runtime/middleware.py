@@ -1,5 +1,5 @@
 """Job middleware: hooks around the execution of each job a worker runs (dramatiq's and Oban's
-model). The limit gate (``runtime/gate.py``), the batch items (``runtime/items.py``) and the
+model). The limit gate (``runtime/gate.py``), the batch items (``runtime/item_tracker.py``) and the
 metrics events (``FinishedEvents``) are middleware; the worker calls them, in this order:
 
 1. ``before_start(ctx, spec)``: in the job's executor slot, once the lease check let it

@@ -22,8 +22,8 @@ from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.completion_hooks import Announce, CompletionHook, run_hooks
 from ledgerq.store.dedupe import DedupeWindows
 from ledgerq.store.history import held_attempts, record_put_back
+from ledgerq.store.job_operations import SqlJobOperations
 from ledgerq.store.job_rows import bulk_rows, job_values
-from ledgerq.store.operations import SqlJobOperations
 from ledgerq.store.staging import SqlJobStaging
 from ledgerq.store.tables import jobs
 
@@ -36,7 +36,7 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
     """The SQL ledger of jobs. Thread-safe; each call checks a connection out of the pool.
 
     One level of parts over the shared transactions: claims (``claims.py``), staging and
-    upkeep (``staging.py``) and operator actions (``operations.py``); the producer's inserts
+    upkeep (``staging.py``) and operator actions (``job_operations.py``); the producer's inserts
     and the worker's fenced writes are here."""
 
     def __init__(

@@ -21,7 +21,7 @@ from ledgerq.core.states import JobState
 from ledgerq.store.failover import FailoverMixin
 from ledgerq.store.history import closing, recorded_attempts
 from ledgerq.store.tables import job_assignments, jobs, queue_workers, worker_health_checks
-from ledgerq.store.unknown_tasks import UnknownTaskMixin
+from ledgerq.store.unknown_task_moves import UnknownTaskMixin
 
 W = fleet.WorkerState
 _ASSIGNMENT_RETRIES = 3

@@ -14,7 +14,7 @@ from ledgerq.app import wiring
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.fleet_output import health_dict, verdict, worker_dict, workers_table
 from ledgerq.core import errors, fleet
-from ledgerq.store.fleet import SqlFleetAdmin
+from ledgerq.store.fleet_admin import SqlFleetAdmin
 
 
 def admin(cli: CliContext) -> SqlFleetAdmin:

@@ -1,5 +1,5 @@
 """The MySQL/MariaDB driver."""
 
-from ledgerq.store.mariadb.driver import MariadbDriver
+from ledgerq.store.mariadb.mariadb_driver import MariadbDriver
 
 __all__ = ["MariadbDriver"]

@@ -9,7 +9,7 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
-from ledgerq.store.postgres.driver import PG_DEAD_PEER_DEFAULTS
+from ledgerq.store.postgres.postgres_driver import PG_DEAD_PEER_DEFAULTS
 from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 
 log = structlog.get_logger("ledgerq.listener")

@@ -1,5 +1,5 @@
 """The SQLite driver."""
 
-from ledgerq.store.sqlite.driver import SqliteDriver
+from ledgerq.store.sqlite.sqlite_driver import SqliteDriver
 
 __all__ = ["SqliteDriver"]

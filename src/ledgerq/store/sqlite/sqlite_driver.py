@@ -10,7 +10,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from ledgerq.store.dialects import Dialect, EngineSettings, insert_or_skip_with
-from ledgerq.store.sqlite import engine as sqlite_engine
+from ledgerq.store.sqlite import write_lock
 from ledgerq.store.tables import jobs
 
 
@@ -22,7 +22,7 @@ class SqliteDriver(Dialect):
 
     @classmethod
     def normalize_url(cls, url: sa.URL) -> sa.URL:
-        return sqlite_engine.check_url(url)
+        return write_lock.check_url(url)
 
     @classmethod
     def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
@@ -31,7 +31,7 @@ class SqliteDriver(Dialect):
 
     @classmethod
     def configure_engine(cls, engine: sa.Engine) -> None:
-        sqlite_engine.configure(engine)
+        write_lock.configure(engine)
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.strftime(self._format, "now")
