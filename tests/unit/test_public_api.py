@@ -35,6 +35,11 @@ def test_the_docs_import_only_from_the_package(doc: Path) -> None:
                 assert name in ledgerq.__all__, f"{doc.name} imports {name}, not exported"
 
 
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_the_docs_do_not_reach_into_the_parts(doc: Path) -> None:
+    assert "app.parts" not in doc.read_text(), f"{doc.name} points into app.parts"
+
+
 def annotation_texts(function: object) -> dict[str, str]:
     """Each parameter's and the return's annotation as written (the modules use postponed
     annotations, so these are the source's strings)."""

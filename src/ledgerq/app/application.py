@@ -63,6 +63,14 @@ class LedgerQ:
             raise errors.ConfigError(f"invalid settings: {exc.errors()[0]['msg']}") from None
 
     @property
+    def engine(self) -> wiring.LedgerEngine:
+        """The ledger's SQLAlchemy engine, for transactions of your own on the ledger's
+        database: ``with app.engine.begin() as conn`` around a lock's ``guard(conn)`` and its
+        write, or ``enqueue(..., tx=conn)``. On SQLite use this engine: it lets one writer at
+        a time into the file per process, which a second engine would not know of."""
+        return self.parts.store.engine
+
+    @property
     def parts(self) -> wiring.Parts:
         """The concrete store and codec, created on first use."""
         if self._parts is None:

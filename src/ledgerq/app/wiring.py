@@ -26,6 +26,7 @@ from ledgerq.runtime.worker import Worker
 from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
 from ledgerq.store.batch_store import SqlBatchStore
 from ledgerq.store.drivers import driver_type
+from ledgerq.store.engine import LedgerEngine as LedgerEngine  # the type of app.engine
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.item_store import SqlJobItems

@@ -12,6 +12,9 @@ from ledgerq.core.redaction import mask_url
 from ledgerq.store.dialects import EngineSettings
 from ledgerq.store.drivers import driver_type, known_database
 
+#: The type of a ledger's engine, named for the layers above that may not import SQLAlchemy.
+LedgerEngine = sa.Engine
+
 #: Execution option marking a transaction that only reads (SQLite then skips the write lock).
 READ_ONLY_OPTION = "ledgerq_read_only"
 
