@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Generic, ParamSpec, Protocol, TypeVar
 
 from ledgerq.core import errors
 from ledgerq.core.job import JOB_OPTION_NAMES, EnqueueResult, JobOptions
@@ -14,7 +14,7 @@ from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.workflow import StepCall
 
 if TYPE_CHECKING:
-    from ledgerq.app.application import LedgerQ
+    from ledgerq.producer.client import Client
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,11 +23,20 @@ R = TypeVar("R")
 JOB_OPTIONS = JOB_OPTION_NAMES | {"tx"}
 
 
+class TaskOwner(Protocol):
+    """What a task needs of the application that registered it (``LedgerQ`` is one)."""
+
+    @property
+    def client(self) -> Client:
+        """The producer client its jobs are enqueued through."""
+        ...
+
+
 class Task(Generic[P, R]):
     """A registered task: call it to run the handler directly, ``enqueue`` it to run it on a
     worker. Options named in ``JOB_OPTIONS`` are taken by ``enqueue`` and never passed on."""
 
-    def __init__(self, app: LedgerQ, spec: TaskSpec) -> None:
+    def __init__(self, app: TaskOwner, spec: TaskSpec) -> None:
         self.app = app
         self.spec = spec
         functools.update_wrapper(self, spec.fn)

@@ -18,9 +18,8 @@ from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
-from ledgerq.runtime.item_tracker import ItemsMiddleware
 from ledgerq.runtime.lock_handles import Locks
-from ledgerq.runtime.middleware import FinishedEvents, JobMiddleware
+from ledgerq.runtime.middleware import FinishedEvents, ItemsMiddleware, JobMiddleware
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker
 from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -18,11 +18,6 @@ from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.items import JobItemStore, check_item_key
 from ledgerq.core.job import Claim
-from ledgerq.core.tasks import TaskSpec
-from ledgerq.runtime.middleware import JobMiddleware
-
-if TYPE_CHECKING:
-    from ledgerq.runtime.context import JobContext
 
 log = structlog.get_logger("ledgerq.items")
 
@@ -103,16 +98,3 @@ class ItemTracker:
             log.warning(
                 "could not record finished items", job_id=self._claim.job_id, error=str(exc)
             )
-
-
-class ItemsMiddleware(JobMiddleware):
-    """Gives each job about to start the item store its ``ctx.items()`` records to (a job
-    middleware, see ``runtime/middleware.py``)."""
-
-    def __init__(self, store: JobItemStore) -> None:
-        self._store = store
-
-    def before_start(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
-        """Attach the item store."""
-        ctx.item_store = self._store
-        return True

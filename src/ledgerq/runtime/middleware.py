@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from ledgerq.core.operations import EventSink, JobFinished
 
 if TYPE_CHECKING:
+    from ledgerq.core.items import JobItemStore
     from ledgerq.core.ports import Completion
     from ledgerq.core.tasks import TaskSpec
     from ledgerq.runtime.context import JobContext
@@ -88,3 +89,16 @@ class FinishedEvents(JobMiddleware):
                     job.queue, job.task, completion.state.value, completion.ran_seconds or 0.0
                 )
             )
+
+
+class ItemsMiddleware(JobMiddleware):
+    """Gives each job about to start the item store its ``ctx.items()`` records to (a job
+    middleware)."""
+
+    def __init__(self, store: JobItemStore) -> None:
+        self._store = store
+
+    def before_start(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
+        """Attach the item store."""
+        ctx.item_store = self._store
+        return True
