@@ -69,6 +69,8 @@ def test_bad_requests_are_4xx_and_store_nothing(served_sqlite: Served) -> None:
         ({"task": "admin.add", "delay": -1}, 422),
         ({"task": "admin.add", "args": "not a list"}, 422),
         ({"task": "admin.add", "unknown_field": 1}, 422),
+        ({"task": "admin.boom", "kwargs": {"nope": 1}}, 400),
+        ({"task": "admin.boom", "args": ["a", "b"]}, 400),
         ({"task": "admin.add", "run_at": "2999-01-01T00:00:00Z"}, 400),
         ({"task": "admin.add", "run_at": "2030-01-01T00:00:00"}, 400),
     ]

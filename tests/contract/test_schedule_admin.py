@@ -29,7 +29,7 @@ def admin(engine: sa.Engine) -> ScheduleOps:
     store = SqlScheduleStore(SqlJobStore(engine))
     store.upsert_schedules([CODE])
     tasks = TaskRegistry()
-    tasks.add(TaskSpec("t", lambda: None))
+    tasks.add(TaskSpec("t", lambda ctx: None))
     return ScheduleOps(store, PayloadCodec(), tasks=tasks, declared={"code": CODE})
 
 

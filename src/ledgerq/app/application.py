@@ -6,7 +6,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar, Unpack, overload
+from typing import (
+    TYPE_CHECKING,
+    Concatenate,
+    Literal,
+    ParamSpec,
+    TypeAlias,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from pydantic import ValidationError
 
@@ -22,11 +31,12 @@ from ledgerq.core.ports import LimitStore, RateLimitBackend, SqlConnection
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.schedules import Schedule
 from ledgerq.core.schema import MigrationStatus
-from ledgerq.core.tasks import TaskRegistry, TaskSpec
+from ledgerq.core.tasks import TaskRegistry, TaskSpec, module_name
 from ledgerq.core.workflow import FailurePolicy, check_policy
 from ledgerq.producer.batch_builder import Batch, BatchCall, BatchClient, TaskRef
 from ledgerq.producer.client import Client
 from ledgerq.producer.workflow_api import Workflow, WorkflowEventFeed, Workflows
+from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.lock_handles import HeldLock, Locks
 from ledgerq.runtime.worker import Worker, new_worker_id
 
@@ -36,6 +46,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 ConnectionT = TypeVar("ConnectionT", bound=SqlConnection)
+#: A task handler: the job context first, then the task's own parameters ``P``.
+Handler: TypeAlias = Callable[Concatenate[JobContext, P], R]
 
 
 class LedgerQ:
@@ -135,7 +147,7 @@ class LedgerQ:
         return self.locks.hold(name, ttl=ttl, timeout=timeout, owner=owner)
 
     @overload
-    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    def task(self, fn: Handler[P, R], /) -> Task[P, R]: ...
     @overload
     def task(
         self,
@@ -151,11 +163,11 @@ class LedgerQ:
         concurrency_limit: int | None = None,
         concurrency_key: KeyFunction | None = None,
         breaker: Breaker | None = None,
-    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+    ) -> Callable[[Handler[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy misreads the positional-only/keyword-only split
         self,
-        fn: Callable[P, R] | None = None,
+        fn: Handler[P, R] | None = None,
         /,
         *,
         name: str | None = None,
@@ -169,7 +181,7 @@ class LedgerQ:
         concurrency_limit: int | None = None,
         concurrency_key: KeyFunction | None = None,
         breaker: Breaker | None = None,
-    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+    ) -> Task[P, R] | Callable[[Handler[P, R]], Task[P, R]]:
         """Register a handler ``fn(ctx, *args, **kwargs)`` (plain or ``async def``).
 
         ``retry_backoff`` is the first retry's delay in seconds (doubling after, with jitter)
@@ -186,13 +198,13 @@ class LedgerQ:
             breaker=breaker,
         )
 
-        def register(handler: Callable[P, R]) -> Task[P, R]:
+        def register(handler: Handler[P, R]) -> Task[P, R]:
             policy = (
                 retry_backoff
                 if isinstance(retry_backoff, RetryPolicy)
                 else RetryPolicy(max_attempts=max_attempts, base_seconds=float(retry_backoff))
             )
-            task_name = name or f"{handler.__module__}.{handler.__qualname__}"
+            task_name = name or f"{module_name(handler)}.{handler.__qualname__}"
             spec = TaskSpec(task_name, handler, queue, priority, policy, timeout, task_limits)
             return Task(self, self.registry.add(spec))
 
@@ -227,7 +239,7 @@ class LedgerQ:
         missed: Literal["skip", "once", "all"] = "skip",
         max_catchup: int = 10,
         overlap: Literal["skip", "allow"] = "allow",
-    ) -> Callable[[Callable[P, R] | Task[P, R]], Task[P, R]]:
+    ) -> Callable[[Handler[P, R] | Task[P, R]], Task[P, R]]:
         """Run a task at every tick of ``cron`` (5 fields, or 6 with seconds first) in time zone
         ``tz``; decorates a handler (registered as a task) or a ``Task``. ``name`` defaults to
         the task's name. ``missed``: skip | once | all (up to ``max_catchup``) for ticks missed
@@ -256,8 +268,12 @@ class LedgerQ:
             overlap=overlap,
         )
 
-        def declare(target: Callable[P, R] | Task[P, R]) -> Task[P, R]:
+        def declare(target: Handler[P, R] | Task[P, R]) -> Task[P, R]:
             task = target if isinstance(target, Task) else self.task(target)
+            try:
+                task.spec.check_arguments(tuple(args), kwargs or {})
+            except errors.ArgumentsMismatch as exc:
+                raise errors.ConfigError(f"periodic task arguments: {exc}") from None
             schedule = dataclasses.replace(checked, name=name or task.name, task=task.name)
             if schedule.name in self.schedules:
                 raise errors.ConfigError(f"schedule {schedule.name!r} is declared twice")

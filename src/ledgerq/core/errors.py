@@ -82,6 +82,10 @@ class InvalidJob(LedgerqError):
     """A job request was rejected before anything was stored."""
 
 
+class ArgumentsMismatch(InvalidJob, TypeError):
+    """A job's arguments do not fit its handler's signature; nothing was stored."""
+
+
 class PayloadError(InvalidJob):
     """Job arguments are not JSON-serialisable, too large, or nested too deep."""
 

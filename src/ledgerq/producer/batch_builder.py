@@ -55,8 +55,10 @@ class Batch:
         build: Build,
         announce: Announce,
         callbacks: dict[BatchEvent, Callback],
+        resolve: Callable[[str], TaskSpec],
     ) -> None:
         self._store = store
+        self._resolve = resolve
         self._build = build
         self._announce = announce
         self._callbacks = callbacks
@@ -66,11 +68,17 @@ class Batch:
 
     def add(self, task: TaskRef, *args: object, **kwargs: object) -> Batch:
         """Add one job of ``task`` with these arguments; ``queue``, ``priority``, ``delay``,
-        ``max_attempts`` and ``timeout`` are job options. Raise ``InvalidJob`` at once."""
+        ``max_attempts`` and ``timeout`` are job options unless the handler has a parameter
+        of that name. Raise ``InvalidJob`` (``ArgumentsMismatch`` for arguments the handler
+        does not take) at once."""
         if self.id is not None:
             raise errors.InvalidJob(f"batch {self.id} is already enqueued")
-        options = JobOptions.take(kwargs, MEMBER_OPTIONS)
-        self._members.append(self._build(name_or_spec(task), args, kwargs, options))
+        found = name_or_spec(task)
+        spec = self._resolve(found) if isinstance(found, str) else found
+        options = JobOptions.take(
+            kwargs, [name for name in MEMBER_OPTIONS if not spec.takes_keyword(name)]
+        )
+        self._members.append(self._build(spec, args, kwargs, options))
         return self
 
     def enqueue(self, *, tx: object | None = None) -> int:
@@ -138,11 +146,17 @@ class BatchClient:
         callbacks = {
             event: self._callback(task) for event, task in wanted.items() if task is not None
         }
-        return Batch(self._store, self._build, self._announce, callbacks)
+        return Batch(self._store, self._build, self._announce, callbacks, self._resolve)
 
     def _callback(self, task: TaskRef) -> Callback:
         found = name_or_spec(task)
         spec = self._resolve(found) if isinstance(found, str) else found
+        try:
+            spec.check_arguments((), {"batch_id": 0})
+        except errors.ArgumentsMismatch as exc:
+            raise errors.InvalidJob(
+                f"a batch callback is called with batch_id only: {exc}"
+            ) from None
         return Callback(
             task=spec.name,
             queue=spec.queue,

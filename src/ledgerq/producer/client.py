@@ -53,10 +53,14 @@ class Client:
         args: Sequence[object] = (),
         kwargs: dict[str, object] | None = None,
         options: JobOptions | None = None,
+        *,
+        supplied_later: Sequence[str] = (),
         **named: object,
     ) -> NewJob:
         """Validate one job request, its ``JobOptions`` given whole or by name; raise an
-        ``InvalidJob`` subclass or ``TaskNotRegistered``. ``dedupe_for`` keeps ``dedupe_key``
+        ``InvalidJob`` subclass (``ArgumentsMismatch`` when the arguments do not fit the
+        handler) or ``TaskNotRegistered``. ``supplied_later`` names keyword arguments the
+        runtime adds (a workflow step's ``upstream``). ``dedupe_for`` keeps ``dedupe_key``
         taken for that window after the enqueue, even once the job finished (see
         docs/coordination.md)."""
         if options is None:
@@ -68,6 +72,11 @@ class Client:
             raise TypeError(f"give the options whole or by name, not both: {sorted(named)}")
         o = options
         spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
+        kwargs = kwargs or {}
+        if supplied_later:
+            spec.check_arguments(args, {**kwargs, **dict.fromkeys(supplied_later)})
+        else:
+            spec.check_arguments(args, kwargs)
         check_delay(o.delay)
         if o.priority is not None and not -MAX_PRIORITY <= o.priority <= MAX_PRIORITY:
             raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {o.priority}")
@@ -83,7 +92,7 @@ class Client:
             task=spec.name,
             # An empty --queue is a mistake, not "the task's queue".
             queue=check_queue_name(spec.queue if o.queue is None else o.queue),
-            args_json=self._codec.encode_args(tuple(args), kwargs or {}),
+            args_json=self._codec.encode_args(tuple(args), kwargs),
             priority=spec.priority if o.priority is None else o.priority,
             max_attempts=spec.retry.max_attempts if o.max_attempts is None else o.max_attempts,
             delay_seconds=o.delay,

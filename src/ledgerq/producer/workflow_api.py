@@ -69,6 +69,7 @@ class Workflow:
             priority=priority,
             max_attempts=max_attempts,
             timeout=timeout,
+            supplied_later=(wf.UPSTREAM_KWARG,) if after else (),
         )
         step_name = name or self._free_name(call.task.rsplit(".", 1)[-1])
         draft = wf.StepDraft(
