@@ -95,7 +95,7 @@ class LedgerQ:
         if self._client is None:
             self._client = Client(
                 self.parts.store,
-                wiring.producer_transport(self.settings),
+                wiring.producer_transport(self.settings, self.parts),
                 self.registry,
                 self.parts.codec,
             )
@@ -334,7 +334,7 @@ class LedgerQ:
         """A reader of the workflow event feed (``workflow:step:complete`` and others) from
         event id ``after``; with Redis configured it is woken by pub/sub, else it polls every
         ``poll_interval`` seconds (default 1, or 5 with Redis). Close it when done."""
-        signal = wiring.workflow_signal(self.settings)
+        signal = wiring.workflow_signal(self.settings, self.parts)
         interval = poll_interval or (5.0 if signal is not None else 1.0)
         return WorkflowEventFeed(
             self.parts.workflows,
@@ -372,7 +372,8 @@ class LedgerQ:
         )
 
     def close(self) -> None:
-        """Release database connections."""
+        """Release database and Redis connections: the lock manager, then the parts (the
+        engine, and the one Redis pool with every Redis user built on it)."""
         if self._locks is not None:
             self._locks.manager.close()
             self._locks = None

@@ -112,7 +112,7 @@ def clear_stale_locks(settings: Settings, parts: Parts) -> ClearedLocks:
     """
     admin = lock_admin(parts)
     keys_deleted = 0
-    manager = redis_lock_manager(settings, SqlLocks(parts.store.engine))
+    manager = redis_lock_manager(settings, parts, SqlLocks(parts.store.engine))
     if manager is not None:
         try:
             keys_deleted = manager.delete_stale_keys(r for r in admin.list_locks() if r.stale)
@@ -164,7 +164,9 @@ def build_client(
     settings: Settings, parts: Parts, registry: TaskRegistry, events: EventSink | None
 ) -> Client:
     """A producer Client whose enqueues are counted by ``events``."""
-    return Client(parts.store, producer_transport(settings), registry, parts.codec, events=events)
+    return Client(
+        parts.store, producer_transport(settings, parts), registry, parts.codec, events=events
+    )
 
 
 def split_tokens(secret: SecretStr | None) -> list[str]:

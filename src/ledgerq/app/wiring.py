@@ -1,4 +1,8 @@
-"""The composition root: turns Settings into the concrete store, transport and worker."""
+"""The composition root: turns Settings into the concrete store, transport and worker.
+
+``build_parts`` makes each shared part once: the database engine and, with ``REDIS_URL``, one
+``RedisPool`` (one redis-py client and connection pool per application). Every function here
+that needs Redis takes ``parts`` and lends that pool's client; ``Parts.close`` closes both."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.schedule_store import SqlScheduleStore
 from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
+from ledgerq.transport.redis_pool import RedisPool
 
 if TYPE_CHECKING:
     from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions
@@ -59,6 +64,9 @@ class Parts:
     items: SqlJobItems = field(init=False)
     batches: SqlBatchStore = field(init=False)
     workflows: SqlWorkflowStore = field(init=False)
+    redis: RedisPool | None = None
+    """The application's one Redis client and connection pool (None without ``REDIS_URL``):
+    every Redis user built here borrows it, and ``close`` disconnects it."""
     announcer: Transport | None = None
     """Announces jobs that workflow steps queued (Redis), closed with the parts."""
 
@@ -82,10 +90,13 @@ class Parts:
         return migrate.status(self.store.engine)
 
     def close(self) -> None:
-        """Release every pooled connection."""
+        """Release every pooled connection: the database's, and Redis's after closing the
+        Redis users built on the pool (their pub/sub lanes end)."""
         self.store.dispose()
         if self.announcer is not None:
             self.announcer.close()
+        if self.redis is not None:
+            self.redis.close()
 
 
 def build_parts(settings: Settings) -> Parts:
@@ -93,12 +104,14 @@ def build_parts(settings: Settings) -> Parts:
     url = settings.database_url.get_secret_value()
     engine = create_engine(url, pool_size=settings.db_pool_size)
     relaxed = driver_type(engine.dialect.name).relaxed_pool(url)
-    announcer = redis_transport(settings) if settings.redis_url is not None else None
+    pool = None if settings.redis_url is None else RedisPool(settings.redis_url.get_secret_value())
+    announcer = None if pool is None else _lend_transport(settings, pool)
     announce = None if announcer is None else _workflow_announcer(announcer)
     return Parts(
         store=SqlJobStore(engine, relaxed, announce=announce),
         codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
         fleet=SqlFleetAdmin(engine),
+        redis=pool,
         announcer=announcer,
     )
 
@@ -119,9 +132,9 @@ def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit],
     return announce
 
 
-def workflow_signal(settings: Settings) -> RedisTransport | None:
+def workflow_signal(settings: Settings, parts: Parts) -> RedisTransport | None:
     """The Redis lane that wakes workflow event readers, when Redis is configured."""
-    return redis_transport(settings) if settings.redis_url is not None else None
+    return redis_transport(settings, parts) if parts.redis is not None else None
 
 
 def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpoll", "auto"]:
@@ -134,14 +147,32 @@ def resolve_driver(settings: Settings, driver: Driver) -> Literal["redis", "dbpo
     return driver
 
 
-def redis_transport(settings: Settings, fallback: PollingTransport | None = None) -> RedisTransport:
-    """A RedisTransport for ``settings`` (the one place that imports the redis adapter)."""
+def redis_pool(parts: Parts) -> RedisPool:
+    """The Redis pool of ``parts``; ``ConfigError`` when no Redis URL is configured."""
+    if parts.redis is None:
+        raise errors.ConfigError("this needs LEDGERQ_REDIS_URL")
+    return parts.redis
+
+
+def redis_transport(
+    settings: Settings, parts: Parts, fallback: PollingTransport | None = None
+) -> RedisTransport:
+    """A RedisTransport in the namespace of ``settings`` on the client of ``parts``' pool,
+    closed with the pool if its user has not closed it by then."""
+    return _lend_transport(settings, redis_pool(parts), fallback)
+
+
+def _lend_transport(
+    settings: Settings, pool: RedisPool, fallback: PollingTransport | None = None
+) -> RedisTransport:
+    # The one place that imports the redis adapter's transport.
     from ledgerq.transport.redis import RedisTransport
 
-    assert settings.redis_url is not None
-    return RedisTransport(
-        settings.redis_url.get_secret_value(), namespace=settings.namespace, fallback=fallback
+    transport = RedisTransport(
+        pool.url, namespace=settings.namespace, fallback=fallback, client=pool.client()
     )
+    pool.track(transport)
+    return transport
 
 
 def check_eviction_policy(transport: RedisTransport, *, strict: bool) -> str | None:
@@ -191,7 +222,7 @@ def build_transport(
     if resolved == "dbpoll":
         return polling_transport(parts, queues)
     fallback = polling_transport(parts, queues, fallback=True) if resolved == "auto" else None
-    transport = redis_transport(settings, fallback)
+    transport = redis_transport(settings, parts, fallback)
     try:
         check_eviction_policy(transport, strict=strict)
         if resolved == "redis":
@@ -202,12 +233,12 @@ def build_transport(
     return transport
 
 
-def producer_transport(settings: Settings) -> Transport:
+def producer_transport(settings: Settings, parts: Parts) -> Transport:
     """The producer's transport: Redis when configured (a failing push never fails an
     enqueue), else nothing to send."""
-    if settings.redis_url is None:
+    if parts.redis is None:
         return PollingTransport()
-    return redis_transport(settings)
+    return redis_transport(settings, parts)
 
 
 def reconcile_policy(settings: Settings) -> ReconcilePolicy:
@@ -275,12 +306,12 @@ def build_worker(
 def rate_backend(settings: Settings, parts: Parts) -> RateLimitBackend:
     """Where rate windows live: Redis when configured (the database while Redis fails),
     else the database."""
-    if settings.redis_url is None:
+    if parts.redis is None:
         return parts.limits
     from ledgerq.transport.redis import RedisRateLimiter
 
     redis_limiter = RedisRateLimiter(
-        settings.redis_url.get_secret_value(), namespace=settings.namespace
+        parts.redis.url, namespace=settings.namespace, client=parts.redis.client()
     )
     return FallbackRates(redis_limiter, parts.limits)
 
@@ -291,9 +322,9 @@ def _redis_class() -> type:
     return RedisTransport
 
 
-def control_channel(settings: Settings) -> RedisTransport | None:
+def control_channel(settings: Settings, parts: Parts) -> RedisTransport | None:
     """The Redis lane for stop requests when Redis is configured (operators' commands)."""
-    return redis_transport(settings) if settings.redis_url is not None else None
+    return redis_transport(settings, parts) if parts.redis is not None else None
 
 
 def worker_options(settings: Settings, **overrides: object) -> WorkerOptions:
@@ -323,21 +354,24 @@ def build_locks(settings: Settings, parts: Parts) -> Locks:
     """``app.lock``'s implementation: the ledger's table, or Redis keys with the ledger's
     fencing counter (``LOCKS_BACKEND=redis``, which needs ``REDIS_URL``)."""
     ledger = SqlLocks(parts.store.engine)
-    manager = redis_lock_manager(settings, ledger)
+    manager = redis_lock_manager(settings, parts, ledger)
     return Locks(ledger if manager is None else manager, ledger)
 
 
-def redis_lock_manager(settings: Settings, ledger: SqlLocks) -> RedisLockManager | None:
-    """The Redis lock manager of ``LOCKS_BACKEND=redis`` (``ledger`` issues its fencing
-    tokens), or None with the database backend, whose rows are the locks."""
+def redis_lock_manager(
+    settings: Settings, parts: Parts, ledger: SqlLocks
+) -> RedisLockManager | None:
+    """The Redis lock manager of ``LOCKS_BACKEND=redis`` on the client of ``parts``' pool
+    (``ledger`` issues its fencing tokens), or None with the database backend, whose rows
+    are the locks."""
     if settings.locks_backend == "database":
         return None
-    if settings.redis_url is None:
+    if parts.redis is None:
         raise errors.ConfigError("LEDGERQ_LOCKS_BACKEND=redis needs LEDGERQ_REDIS_URL")
     from ledgerq.transport.redis_locks import RedisLockManager
 
     return RedisLockManager(
-        settings.redis_url.get_secret_value(), namespace=settings.namespace, counter=ledger
+        parts.redis.url, namespace=settings.namespace, counter=ledger, client=parts.redis.client()
     )
 
 
@@ -357,7 +391,7 @@ def build_scheduler(
 
     return Scheduler(
         SqlScheduleStore(parts.store),
-        producer_transport(settings),
+        producer_transport(settings, parts),
         lambda schedule: job_for(registry, schedule),
         instance_id,
         options,

@@ -63,7 +63,11 @@ def connect(url: str, **options: Any) -> redis.Redis:
 
 
 class RedisTransport:
-    """Transport over Redis sorted sets; thread-safe (redis-py pools its connections)."""
+    """Transport over Redis sorted sets; thread-safe (redis-py pools its connections).
+
+    With ``client`` (borrowed, e.g. from the application's ``RedisPool``) ``url`` is unused
+    and ``close`` leaves the client open; without, the transport connects to ``url`` itself
+    and closes that client with it."""
 
     def __init__(
         self,
@@ -71,8 +75,9 @@ class RedisTransport:
         *,
         namespace: str,
         fallback: PollingTransport | None = None,
-        client: Any | None = None,
+        client: redis.Redis | None = None,
     ) -> None:
+        self._owns_client = client is None
         self._client: redis.Redis = client or connect(
             url,
             socket_connect_timeout=1.0,
@@ -328,13 +333,17 @@ class RedisTransport:
         return {q: int(n) for q, n in zip(queues, counts, strict=True)}
 
     def close(self) -> None:
-        """Release connections (and the fallback's); ends the control lane."""
+        """End the pub/sub lanes, drop the wake-up key and close the fallback; close the
+        client too unless it is borrowed. Calling it again does nothing."""
+        if self._closed.is_set():
+            return
         self._closed.set()
         if self._fallback is not None:
             self._fallback.close()
         with contextlib.suppress(*REDIS_ERRORS):
             self._client.delete(self._wake_key)
-        self._client.close()
+        if self._owns_client:
+            self._client.close()
 
     def _probe(self) -> None:
         try:
@@ -368,9 +377,11 @@ return {1, 0}
 
 class RedisRateLimiter:
     """The RateLimitBackend port over Redis: one key per limit name (its GCRA schedule),
-    updated by one Lua script, so every process sharing the server shares the limit."""
+    updated by one Lua script, so every process sharing the server shares the limit. A
+    borrowed ``client`` is used instead of connecting to ``url`` and is not closed here."""
 
-    def __init__(self, url: str, *, namespace: str, client: Any | None = None) -> None:
+    def __init__(self, url: str, *, namespace: str, client: redis.Redis | None = None) -> None:
+        self._owns_client = client is None
         self._client: redis.Redis = client or connect(
             url, socket_connect_timeout=1.0, socket_timeout=2.0
         )
@@ -392,5 +403,6 @@ class RedisRateLimiter:
         return RateDecision(False, max(int(wait_us), 1000) / 1_000_000)
 
     def close(self) -> None:
-        """Release the connections."""
-        self._client.close()
+        """Release the connections, unless the client is borrowed."""
+        if self._owns_client:
+            self._client.close()

@@ -40,9 +40,20 @@ def _millis(ttl_seconds: float) -> int:
 class RedisLockManager:
     """LockManager over Redis keys ``{namespace}:{db}:lock:{name}``; thread-safe."""
 
-    def __init__(self, url: str, *, namespace: str, counter: FencingCounter) -> None:
-        """``counter`` issues the fencing tokens and keeps the ledger's record of holders."""
-        self._client: RedisClient = connect(url, socket_connect_timeout=1.0, socket_timeout=5.0)
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        counter: FencingCounter,
+        client: RedisClient | None = None,
+    ) -> None:
+        """``counter`` issues the fencing tokens and keeps the ledger's record of holders. A
+        borrowed ``client`` is used instead of connecting to ``url`` and is not closed here."""
+        self._owns_client = client is None
+        self._client: RedisClient = client or connect(
+            url, socket_connect_timeout=1.0, socket_timeout=5.0
+        )
         db = self._client.connection_pool.connection_kwargs.get("db", 0)
         self.prefix = f"{namespace}:{db}:lock:"
         self._counter = counter
@@ -124,5 +135,6 @@ class RedisLockManager:
         return deleted
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self._client.close()
+        """Release the connection pool, unless the client is borrowed."""
+        if self._owns_client:
+            self._client.close()

@@ -25,7 +25,8 @@ def admin(cli: CliContext) -> SqlFleetAdmin:
 def _announce_stop(cli: CliContext, worker_id: str | None, mode: fleet.StopMode) -> None:
     """Also send the request over Redis when configured, so workers stop at once rather than
     at their next heartbeat; the database already holds it, so a failure costs time only."""
-    channel = wiring.control_channel(cli.app().settings)
+    app = cli.app()
+    channel = wiring.control_channel(app.settings, app.parts)
     if channel is None:
         return
     try:

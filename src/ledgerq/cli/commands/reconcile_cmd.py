@@ -25,7 +25,7 @@ def command(cli: CliContext, once: bool, interval: float | None) -> int:
     is for a dedicated process or a cron job."""
     app = cli.app()
     settings = app.settings
-    transport = wiring.producer_transport(settings)
+    transport = wiring.producer_transport(settings, app.parts)
     reconciler = wiring.build_reconciler(settings, app.parts, transport)
     try:
         if once:
