@@ -74,7 +74,7 @@ def test_postpone_keeps_the_attempt_budget(
     assert (job.state, job.attempt, job.max_attempts) == (JobState.SCHEDULED, 1, 4)
     assert job.max_attempts - job.attempt == 3  # the same budget as before the claim
     assert not store.postpone_job(claim, delay_seconds=0.2)  # fenced: the claim is spent
-    wait = jobs.seconds_until_retry(queues=["q"])  # it waits to run again, like a retry
+    wait = jobs.seconds_until_due(queues=["q"])  # it waits to run again, like a retry
     assert wait is not None and 0 <= wait <= 0.2
     assert not jobs.stage_due_jobs()  # not due yet
     time.sleep(0.3)

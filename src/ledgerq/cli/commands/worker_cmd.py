@@ -85,7 +85,12 @@ def group() -> None:
 @click.option(
     "--strict", is_flag=True, help="Refuse to start if Redis may evict keys (not noeviction)."
 )
-@click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Exit once nothing is queued and no job of the queues is due within 10 s (retries,"
+    " postponed and --delay jobs due sooner are waited for; later and held ones are left).",
+)
 @click.option("--once", is_flag=True, help="Run exactly one job, then exit.")
 @click.option("--grace", type=click.FloatRange(0), help="Seconds in-flight jobs get at shutdown.")
 @click.option(
