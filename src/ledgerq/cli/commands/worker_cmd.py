@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 import structlog
 
+from ledgerq.cli import worker_checks
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.core import errors
@@ -149,7 +150,9 @@ def start(
 ) -> int:
     """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
     period) or a stop request (``worker stop``). Unfinished jobs are put back to ``queued``.
-    With ``--processes N`` a manager runs N workers and restarts crashed ones."""
+    With ``--processes N`` a manager runs N workers and restarts crashed ones. At start it
+    logs its version, database (password masked), driver, queues, concurrency and task count,
+    and warns of each task or schedule whose queue neither it nor a live worker consumes."""
     from ledgerq.config.settings import Settings
 
     if processes is not None:
@@ -182,6 +185,7 @@ def start(
         poll_interval_seconds=poll_interval,
         recycle_when_hung=True,
     )
+    worker_checks.announce_start(app, worker, driver)
     _install_signal_handlers(worker)
     if managed:
         _watch_manager(worker)
