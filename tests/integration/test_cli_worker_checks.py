@@ -127,9 +127,8 @@ def test_the_banner_and_validate_config_never_show_the_password(
         return None
 
     try:
-        worker = app.worker(driver="dbpoll")
         with capture_logs() as logs:  # as emitted, before any log redaction
-            worker_checks.announce_start(app, worker, "dbpoll")
+            worker_checks.announce_start(app, driver="dbpoll", queues=["default"], concurrency=4)
     finally:
         app.close()
     assert logs[0]["database"] == "postgresql://app:***@127.0.0.1:1/ledger"

@@ -5,7 +5,7 @@ workers in the fleet registry. ``worker validate-config`` reports the same work.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -17,7 +17,6 @@ from ledgerq.core.unserved import UnservedWork, find_unserved
 
 if TYPE_CHECKING:
     from ledgerq.app.application import LedgerQ
-    from ledgerq.runtime.worker import Worker
 
 log = structlog.get_logger("ledgerq.worker")
 
@@ -49,18 +48,18 @@ def database_shown(app: LedgerQ) -> str:
     return mask_url(app.settings.database_url.get_secret_value())
 
 
-def announce_start(app: LedgerQ, worker: Worker, driver: str) -> None:
-    """Log the start-up banner, then a warning for each task or schedule nobody will run."""
+def announce_start(app: LedgerQ, *, driver: str, queues: Sequence[str], concurrency: int) -> None:
+    """Log the banner of a worker of ``app`` run with these options, then a warning for each
+    task or schedule nobody will run."""
     from ledgerq.app.wiring import resolve_driver
 
-    queues = worker.options.queues
     log.info(
         "ledgerq worker",
         version=ledgerq.__version__,
         database=database_shown(app),
         driver=resolve_driver(app.settings, driver),  # type: ignore[arg-type]  # click checked
         queues=list(queues),
-        concurrency=worker.options.concurrency,
+        concurrency=concurrency,
         tasks=len(app.registry),
         schedules=len(app.schedules),
     )

@@ -185,7 +185,10 @@ def start(
         poll_interval_seconds=poll_interval,
         recycle_when_hung=True,
     )
-    worker_checks.announce_start(app, worker, driver)
+    options = worker.options
+    worker_checks.announce_start(
+        app, driver=driver, queues=options.queues, concurrency=options.concurrency
+    )
     _install_signal_handlers(worker)
     if managed:
         _watch_manager(worker)
