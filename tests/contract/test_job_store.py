@@ -248,18 +248,23 @@ def test_delayed_jobs_are_staged_when_due_and_held_ones_only_when_started(
         store.start_job(10**9)
 
 
-def test_seconds_until_retry_counts_waiting_retries_only(store: SqlJobStore) -> None:
+def test_seconds_until_due_counts_delayed_jobs_and_retries_not_held_ones(
+    store: SqlJobStore,
+) -> None:
+    store.insert_jobs([new(held=True)])  # waits for a start, not a time
+    assert store.seconds_until_due(queues=["q"]) is None
     store.insert_jobs([new(delay_seconds=60)])  # delayed at enqueue: never started
-    assert store.seconds_until_retry(queues=["q"]) is None
+    wait = store.seconds_until_due(queues=["q"])
+    assert wait is not None and 50 < wait <= 60
     store.insert_jobs([new()])
     job = store.claim_jobs(queues=["q"], worker_id="w", limit=1, lease_seconds=30)[0]
     retry = Completion(
         Claim(job.id, job.attempt), S.FAILED, error_json="{}", retry_delay_seconds=30
     )
     assert store.complete_jobs([retry]) == [True]
-    wait = store.seconds_until_retry(queues=["q", "other"])
+    wait = store.seconds_until_due(queues=["q", "other"])  # the earliest: the retry
     assert wait is not None and 20 < wait <= 30
-    assert store.seconds_until_retry(queues=["other"]) is None
+    assert store.seconds_until_due(queues=["other"]) is None
 
 
 def test_requeue_is_fenced_so_a_repeat_changes_nothing(store: SqlJobStore) -> None:

@@ -218,6 +218,21 @@ def test_burst_worker_drains_and_exits(app: LedgerQ) -> None:
     assert app.client.store.count_jobs() == {("default", S.SUCCEEDED): 300}
 
 
+def test_burst_worker_runs_jobs_delayed_within_its_horizon_and_leaves_later_ones(
+    app: LedgerQ,
+) -> None:
+    @app.task()
+    def later(ctx: JobContext, i: int) -> int:
+        return i
+
+    soon = later.enqueue(1, delay=0.5).job_id
+    far = later.enqueue(2, delay=3600).job_id
+    stats = app.worker(burst=True, concurrency=2, poll_interval_seconds=0.05).run()
+    assert stats.outcomes == {"succeeded": 1}
+    assert state_of(app, soon) is S.SUCCEEDED
+    assert state_of(app, far) is S.SCHEDULED
+
+
 def test_burst_worker_waits_for_jobs_a_rate_limit_postponed(app: LedgerQ) -> None:
     @app.task(rate_limit="5/s")
     def limited(ctx: JobContext, i: int) -> int:

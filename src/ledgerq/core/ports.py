@@ -69,10 +69,10 @@ class JobStore(Protocol):
     def stage_due_jobs(self, *, limit: int = 1000) -> list[JobHint]:
         """Move ``scheduled`` and ``failed`` jobs whose run_at has come to ``queued``."""
 
-    def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
-        """Seconds (by the database clock) until the earliest job of these queues that waits to
-        run again is due: a retry (``failed``) or a started job put back to ``scheduled``
-        (postponed by a limit); None if none waits. Jobs delayed at enqueue do not count."""
+    def seconds_until_due(self, *, queues: Sequence[str]) -> float | None:
+        """Seconds (by the database clock) until the earliest job of these queues that waits
+        for its time is due: delayed at enqueue or postponed by a limit (``scheduled``), or a
+        retry (``failed``); None if none waits. Held jobs do not count (they wait for a start)."""
 
     def complete_jobs(self, completions: Sequence[Completion]) -> list[bool]:
         """Write a group of attempt outcomes in one transaction; fenced, one bool per item."""

@@ -18,8 +18,10 @@ from ledgerq.runtime.executor import Executor
 
 log = structlog.get_logger("ledgerq.fetcher")
 
-#: A burst worker does not exit while a retry of its queues is due within this many seconds.
-BURST_RETRY_HORIZON_SECONDS = 10.0
+#: A burst worker does not exit while a job of its queues is due within this many seconds: a
+#: retry, a job a limit postponed, or one delayed at enqueue (``--delay``). Jobs due later are
+#: left for the next worker; ``worker start --help`` and the README say so.
+BURST_HORIZON_SECONDS = 10.0
 
 #: Longest wait for more free slots when there is a backlog, before claiming what is free.
 BATCH_WAIT_SECONDS = 0.002
@@ -202,12 +204,15 @@ class Fetcher:
                 self._staged_before_exit = True
                 self._store.stage_due_jobs()
                 return False
-            if not self._retry_due_soon():
-                # The stager thread may have queued a retry between our last claim and the
-                # retry check (its row then looked locked to our own staging): claim once more.
+            if not self._job_due_soon():
+                # The stager thread may have queued a due job between our last claim and the
+                # due check (its row then looked locked to our own staging): claim once more.
                 if self._fetch_once()[0]:
                     return False
-                log.info("burst: queues are empty, stopping")
+                log.info(
+                    "burst: nothing queued or due soon, stopping",
+                    horizon_seconds=BURST_HORIZON_SECONDS,
+                )
                 return True
         if not hinted and not self._transport.carries_ids():
             # Polling: wait for a wake-up. A transport of ids is waited on by the next
@@ -262,10 +267,11 @@ class Fetcher:
         target = capacity // 2 if capacity > self._policy.concurrency else capacity
         return min(self._policy.batch_size, max(target, 1))
 
-    def _retry_due_soon(self) -> bool:
-        """In burst mode, wait for retries due within ``BURST_RETRY_HORIZON_SECONDS``."""
-        due = self._store.seconds_until_retry(queues=self._policy.queues)
-        if due is None or due > BURST_RETRY_HORIZON_SECONDS:
+    def _job_due_soon(self) -> bool:
+        """In burst mode, wait for jobs due within ``BURST_HORIZON_SECONDS`` (retries,
+        postponed and delayed jobs); True while one is, after waiting a poll interval."""
+        due = self._store.seconds_until_due(queues=self._policy.queues)
+        if due is None or due > BURST_HORIZON_SECONDS:
             return False
         self._stop.wait(min(due, self._policy.poll_interval_seconds))
         self._staged_before_exit = False

@@ -48,14 +48,11 @@ class SqlJobStaging(SqlTransactions):
             d.notify(conn, {h.queue for h in hints})
         return hints
 
-    def seconds_until_retry(self, *, queues: Sequence[str]) -> float | None:
-        """Seconds until the earliest job of ``queues`` waiting to run again is due: a retry
-        (``failed``) or one a limit postponed (``scheduled`` after it had started); None if
-        there is none. Jobs delayed at enqueue (never started) do not count."""
-        again = sa.or_(
-            jobs.c.state == S.FAILED.value,
-            sa.and_(jobs.c.state == S.SCHEDULED.value, jobs.c.attempt > 0),
-        )
+    def seconds_until_due(self, *, queues: Sequence[str]) -> float | None:
+        """Seconds until the earliest job of ``queues`` that waits for its time is due: one
+        delayed at enqueue or postponed by a limit (``scheduled``) or a retry (``failed``);
+        None if there is none. Held jobs wait for a start, not a time, and do not count."""
+        again = jobs.c.state.in_([S.SCHEDULED.value, S.FAILED.value])
         stmt = sa.select(sa.func.min(jobs.c.run_at), self.dialect.now()).where(
             again, jobs.c.queue.in_(list(queues))
         )

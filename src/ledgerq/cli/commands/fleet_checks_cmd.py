@@ -3,26 +3,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import click
 
+from ledgerq.cli import worker_checks
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.commands.fleet_cmd import admin
 from ledgerq.config.settings import ENV_PREFIX, Settings
 from ledgerq.core import errors
+from ledgerq.core.unserved import UnservedWork
 
 #: Connections one worker process may hold at once besides its tasks' own: fetcher,
 #: completer, heartbeater, registrar, lifeline, stager, janitor, listener.
 WORKER_SERVICE_CONNECTIONS = 8
 
 
-def _report(cli: CliContext, problems: list[str], facts: Mapping[str, object]) -> int:
+def _report(
+    cli: CliContext,
+    problems: list[str],
+    facts: Mapping[str, object],
+    warnings: Sequence[UnservedWork] = (),
+) -> int:
+    """Print the facts, the warnings and the problems (or ``ok``); exit 1 on a problem only."""
     if cli.as_json:
-        cli.emit_json({"ok": not problems, "problems": problems, **facts})
+        shown = [w.as_dict() for w in warnings]
+        cli.emit_json({"ok": not problems, "problems": problems, "warnings": shown, **facts})
     else:
         for name, value in facts.items():
             click.echo(f"{name}: {value}")
+        for work in warnings:
+            click.echo(f"warning: {work.describe()}")
         click.echo("ok" if not problems else "\n".join(f"problem: {p}" for p in problems))
     return 0 if not problems else 1
 
@@ -74,10 +85,18 @@ def config_problems(settings: Settings) -> list[str]:
 
 
 @click.command("validate-config")
+@click.option(
+    "--queues",
+    "-q",
+    help="Comma-separated queues the workers of this configuration consume (default:"
+    " LEDGERQ_QUEUES).",
+)
 @pass_cli
-def validate_config(cli: CliContext) -> int:
+def validate_config(cli: CliContext, queues: str | None) -> int:
     """Check the settings (each one is validated at start; this checks how they fit
-    together) and that the database is reachable and migrated. Exit 1 on any problem."""
+    together) and that the database is reachable and migrated. Exit 1 on any problem. With an
+    application (--app or LEDGERQ_APP), also warn (exit 0) of each task or schedule whose
+    queue neither --queues nor any live worker of the fleet consumes: its jobs would wait."""
     app = cli.app()
     problems = config_problems(app.settings)
     try:
@@ -86,10 +105,14 @@ def validate_config(cli: CliContext) -> int:
             problems.append(f"database at revision {state.current}, newest {state.head}: migrate")
     except errors.StoreError as exc:
         problems.append(str(exc))
+    own = Settings._split_queues(queues) if queues else app.settings.queues
     facts = {
-        "failover_within_seconds": app.settings.worker_ttl + app.settings.failover_check_interval
+        "failover_within_seconds": app.settings.worker_ttl + app.settings.failover_check_interval,
+        "database": worker_checks.database_shown(app),
+        "queues": ",".join(own),
+        "tasks": len(app.registry),
     }
-    return _report(cli, problems, facts)
+    return _report(cli, problems, facts, worker_checks.unserved_work(app, own))
 
 
 @click.command("export-config")

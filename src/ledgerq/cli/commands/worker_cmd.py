@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 import structlog
 
+from ledgerq.cli import worker_checks
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.core import errors
@@ -85,7 +86,12 @@ def group() -> None:
 @click.option(
     "--strict", is_flag=True, help="Refuse to start if Redis may evict keys (not noeviction)."
 )
-@click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Exit once nothing is queued and no job of the queues is due within 10 s (retries,"
+    " postponed and --delay jobs due sooner are waited for; later and held ones are left).",
+)
 @click.option("--once", is_flag=True, help="Run exactly one job, then exit.")
 @click.option("--grace", type=click.FloatRange(0), help="Seconds in-flight jobs get at shutdown.")
 @click.option(
@@ -144,7 +150,9 @@ def start(
 ) -> int:
     """Run jobs of the application's tasks until SIGTERM/SIGINT (a second one skips the grace
     period) or a stop request (``worker stop``). Unfinished jobs are put back to ``queued``.
-    With ``--processes N`` a manager runs N workers and restarts crashed ones."""
+    With ``--processes N`` a manager runs N workers and restarts crashed ones. At start it
+    logs its version, database (password masked), driver, queues, concurrency and task count,
+    and warns of each task or schedule whose queue neither it nor a live worker consumes."""
     from ledgerq.config.settings import Settings
 
     if processes is not None:
@@ -176,6 +184,10 @@ def start(
         shutdown_grace_seconds=grace,
         poll_interval_seconds=poll_interval,
         recycle_when_hung=True,
+    )
+    options = worker.options
+    worker_checks.announce_start(
+        app, driver=driver, queues=options.queues, concurrency=options.concurrency
     )
     _install_signal_handlers(worker)
     if managed:
