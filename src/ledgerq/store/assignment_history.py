@@ -15,7 +15,8 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import fleet
 from ledgerq.core.job import as_utc
 from ledgerq.store import moves
-from ledgerq.store.history import closing, recorded_attempts
+from ledgerq.store.dialects import closing
+from ledgerq.store.history import recorded_attempts
 from ledgerq.store.tables import job_assignments, jobs
 from ledgerq.store.transactions import SqlTransactions
 
