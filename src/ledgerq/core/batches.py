@@ -110,6 +110,3 @@ class BatchStore(Protocol):
 
     def retry_failed(self, batch_id: int) -> list[JobHint]:
         """Queue the batch's dead and failed members again now; return their hints."""
-
-    def advance_open_batches(self, *, limit: int) -> int:
-        """Fire the due callbacks of unfinished batches; return how many fired."""

@@ -14,7 +14,6 @@ from ledgerq.core.job import EnqueueResult, JobHint, NewJob, as_utc
 from ledgerq.core.states import JobState
 from ledgerq.store.batch_hook import (
     FIRED,
-    advance_open,
     callbacks_json,
     callbacks_of,
     member_counts,
@@ -117,8 +116,3 @@ class SqlBatchStore(SqlTransactions):
                 )
                 d.notify(conn, {h.queue for h in hints})
         return hints
-
-    def advance_open_batches(self, *, limit: int) -> int:
-        """Fire due callbacks of batches whose completion has not fired yet."""
-        with self._begin() as conn:
-            return advance_open(conn, self.dialect, limit=limit)

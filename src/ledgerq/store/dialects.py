@@ -18,8 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.core.ports import Waker
-from ledgerq.store import history
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import job_assignments, jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +207,15 @@ class Dialect:
     def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
         """Write the history rows of ``(job_id, attempt, outcome)`` whose outcomes were just
         written in ``conn``'s transaction (worker and start read from the jobs)."""
+        if not ends:
+            return
         if self._ending is None:
-            self._ending = history.ending(self)
-        history.end_outcomes(conn, self._ending, ends)
+            self._ending = _ending(self)
+        # Open rows are closed, missing ones inserted with holder and start read from the jobs
+        # (the outcome keeps them): two statements per group, whatever its size.
+        rows = [{"a_job": j, "a_attempt": a, "a_outcome": o} for j, a, o in ends]
+        for statement in self._ending:
+            conn.execute(statement, rows)
 
     def upsert_assignments(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> bool:
         """Write assignment rows (a_job, a_attempt, a_worker, a_started, a_outcome) in one
@@ -238,6 +243,39 @@ class Dialect:
 
     def unlock(self, conn: Connection, name: str) -> None:
         """Release a lock taken by ``try_lock`` on the same connection."""
+
+
+def closing(dialect: Dialect) -> sa.Update:
+    """Closes the open row of (``a_job``, ``a_attempt``) with ``a_outcome``; a closed row keeps
+    its first end."""
+    a = job_assignments
+    return (
+        sa.update(a)
+        .where(
+            a.c.job_id == sa.bindparam("a_job"),
+            a.c.attempt == sa.bindparam("a_attempt"),
+            a.c.ended_at.is_(None),
+        )
+        .values(outcome=sa.bindparam("a_outcome"), ended_at=dialect.now())
+    )
+
+
+def _ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
+    """``Dialect.end_assignments``'s statements (built once per driver)."""
+    attempt = sa.bindparam("a_attempt", type_=sa.Integer)
+    outcome = sa.bindparam("a_outcome", type_=sa.String)
+    a = job_assignments
+    recorded = sa.exists().where(a.c.job_id == jobs.c.id, a.c.attempt == attempt)
+    ended = sa.select(
+        jobs.c.id,
+        attempt,
+        sa.func.coalesce(jobs.c.worker_id, "(no worker)"),
+        sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at, dialect.now()),
+        dialect.now(),
+        outcome,
+    ).where(jobs.c.id == sa.bindparam("a_job"), ~recorded)
+    columns = ["job_id", "attempt", "worker_id", "started_at", "ended_at", "outcome"]
+    return closing(dialect), sa.insert(a).from_select(columns, ended)
 
 
 def insert_or_skip_with(

@@ -13,18 +13,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import fleet
-from ledgerq.core.job import as_utc
 from ledgerq.core.states import JobState
 from ledgerq.store import moves
 from ledgerq.store.tables import failover_events, jobs, queue_workers
-from ledgerq.store.transactions import SqlTransactions
+from ledgerq.store.transactions import SqlTransactions, db_time
 
 S = JobState
 W = fleet.WorkerState
@@ -33,15 +31,9 @@ _FAILED_OVER = moves.Lost(
 )
 
 
-def db_time(value: Any) -> datetime:
-    """A timestamp read from the database (SQLite returns text for expressions) as aware UTC."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return as_utc(value)
-
-
-class FailoverMixin(SqlTransactions):
-    """``fail_over_workers`` for the SQL worker store."""
+class SqlFailover(SqlTransactions):
+    """Failover of dead workers and rescue of orphaned running jobs (the ``WorkerStore``
+    port's ``fail_over_workers`` and ``fail_over_process``). Thread-safe."""
 
     def fail_over_workers(
         self, *, ttl_seconds: float, detected_by: str, force: bool = False

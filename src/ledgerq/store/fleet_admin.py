@@ -1,234 +1,152 @@
-"""SqlFleetAdmin: what operators do to the fleet (list, stop, deregister, clean up, read
-health and history) over the same tables as ``SqlWorkerStore``. Stop requests are rows, so
-they reach workers on every host that can reach the database."""
+"""SqlFleetAdmin: the fleet's store as one object, composed of the parts that each own one
+concern over the same engine:
+
+- ``SqlWorkerRegistry`` (``workers.py``): registration, heartbeats, stop requests as workers
+  read them, health records, the ready-jobs probe;
+- ``SqlFailover`` (``failover.py``): failing over dead workers, rescuing orphaned jobs;
+- ``SqlUnknownTaskMoves`` (``unknown_task_moves.py``): putting back jobs of unknown tasks;
+- ``SqlAssignmentHistory`` (``assignment_history.py``): the attempts' history;
+- ``SqlFleetOperations`` (``fleet_operations.py``): what operators do (list, stop, remove,
+  clean up, read health and the failover record).
+
+It implements the ``WorkerStore`` port for the runtime and the operator surface for the CLI and
+the admin API, each method handing over to the part that owns it; a caller that needs one
+concern only may hold that part instead.
+"""
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
-from ledgerq.core import fleet
-from ledgerq.store import moves
-from ledgerq.store.failover import db_time
-from ledgerq.store.tables import (
-    failover_events,
-    job_assignments,
-    jobs,
-    queue_workers,
-    worker_health_checks,
-)
-from ledgerq.store.workers import SqlWorkerStore
-
-W = fleet.WorkerState
-_DAY = 86400.0
+from ledgerq.core import fleet, unknown_tasks
+from ledgerq.core.job import Claim
+from ledgerq.store.assignment_history import SqlAssignmentHistory
+from ledgerq.store.failover import SqlFailover
+from ledgerq.store.fleet_operations import SqlFleetOperations
+from ledgerq.store.unknown_task_moves import SqlUnknownTaskMoves
+from ledgerq.store.workers import SqlWorkerRegistry
 
 
-def _age(now: Any, then: Any) -> float | None:
-    if then is None:
-        return None
-    return max((db_time(now) - db_time(then)).total_seconds(), 0.0)
+class SqlFleetAdmin:
+    """The ``WorkerStore`` port and the operators' fleet actions, over one engine. Thread-safe;
+    each call checks a connection out of the pool."""
 
+    def __init__(self, engine: sa.Engine) -> None:
+        self.registry = SqlWorkerRegistry(engine)
+        self.failover = SqlFailover(engine)
+        self.unknown_tasks = SqlUnknownTaskMoves(engine)
+        self.history = SqlAssignmentHistory(engine)
+        self.operations = SqlFleetOperations(engine, self.failover)
 
-class SqlFleetAdmin(SqlWorkerStore):
-    """Operator actions on the fleet; also everything a worker does (it extends the store)."""
+    # -- WorkerStore: what a worker process does ------------------------------------------
+
+    def register_worker(self, registration: fleet.Registration) -> None:
+        """See ``SqlWorkerRegistry.register_worker``."""
+        self.registry.register_worker(registration)
+
+    def heartbeat_worker(self, worker_id: str, pulse: fleet.Pulse) -> fleet.HeartbeatReply | None:
+        """See ``SqlWorkerRegistry.heartbeat_worker``."""
+        return self.registry.heartbeat_worker(worker_id, pulse)
+
+    def read_stop_request(self, worker_id: str) -> fleet.StopMode | None:
+        """See ``SqlWorkerRegistry.read_stop_request``."""
+        return self.registry.read_stop_request(worker_id)
+
+    def deregister_worker(self, worker_id: str) -> bool:
+        """See ``SqlWorkerRegistry.deregister_worker``."""
+        return self.registry.deregister_worker(worker_id)
+
+    def record_health_check(self, check: fleet.HealthCheck) -> None:
+        """See ``SqlWorkerRegistry.record_health_check``."""
+        self.registry.record_health_check(check)
+
+    def count_ready_jobs(self, queues: Sequence[str]) -> int:
+        """See ``SqlWorkerRegistry.count_ready_jobs``."""
+        return self.registry.count_ready_jobs(queues)
+
+    def record_assignments(self, events: Sequence[fleet.AssignmentEvent]) -> None:
+        """See ``SqlAssignmentHistory.record_assignments``."""
+        self.history.record_assignments(events)
+
+    def fail_over_workers(
+        self, *, ttl_seconds: float, detected_by: str, force: bool = False
+    ) -> list[fleet.FailoverEvent]:
+        """See ``SqlFailover.fail_over_workers``."""
+        return self.failover.fail_over_workers(
+            ttl_seconds=ttl_seconds, detected_by=detected_by, force=force
+        )
+
+    def fail_over_process(
+        self, *, hostname: str, pid: int, detected_by: str
+    ) -> list[fleet.FailoverEvent]:
+        """See ``SqlFailover.fail_over_process``."""
+        return self.failover.fail_over_process(hostname=hostname, pid=pid, detected_by=detected_by)
+
+    def defer_unknown_task(
+        self, claim: Claim, *, policy: unknown_tasks.UnknownTaskPolicy
+    ) -> unknown_tasks.Verdict | None:
+        """See ``SqlUnknownTaskMoves.defer_unknown_task``."""
+        return self.unknown_tasks.defer_unknown_task(claim, policy=policy)
+
+    # -- what operators do ------------------------------------------------------------------
 
     def list_workers(self, *, include_inactive: bool = False) -> list[fleet.WorkerRecord]:
-        """Registered workers, oldest first; only active ones unless ``include_inactive``."""
-        stmt = sa.select(*queue_workers.c, self.dialect.now().label("db_now")).order_by(
-            queue_workers.c.started_at, queue_workers.c.id
-        )
-        if not include_inactive:
-            stmt = stmt.where(queue_workers.c.state == W.ACTIVE.value)
-        with self._read() as conn:
-            rows = list(conn.execute(stmt).mappings())
-        return [self._worker(r) for r in rows]
+        """See ``SqlFleetOperations.list_workers``."""
+        return self.operations.list_workers(include_inactive=include_inactive)
 
     def get_worker(self, worker_id: str) -> fleet.WorkerRecord | None:
-        """One registered worker, or None."""
-        stmt = sa.select(*queue_workers.c, self.dialect.now().label("db_now")).where(
-            queue_workers.c.id == worker_id
-        )
-        with self._read() as conn:
-            row = conn.execute(stmt).mappings().first()
-        return self._worker(row) if row is not None else None
-
-    @staticmethod
-    def _worker(r: Any) -> fleet.WorkerRecord:
-        return fleet.WorkerRecord(
-            worker_id=r["id"],
-            hostname=r["hostname"],
-            pid=int(r["pid"]),
-            queues=tuple(q for q in r["queues"].split(",") if q),
-            concurrency=int(r["concurrency"]),
-            version=r["version"],
-            state=W(r["state"]),
-            started_at=db_time(r["started_at"]),
-            heartbeat_at=db_time(r["heartbeat_at"]),
-            heartbeat_age_seconds=_age(r["db_now"], r["heartbeat_at"]) or 0.0,
-            stopped_at=db_time(r["stopped_at"]) if r["stopped_at"] is not None else None,
-            stop_requested=fleet.StopMode(r["stop_requested"]) if r["stop_requested"] else None,
-            jobs_in_flight=int(r["jobs_in_flight"]),
-            jobs_processed=int(r["jobs_processed"]),
-            last_fetch_age_seconds=_age(r["db_now"], r["last_fetch_at"]),
-        )
+        """See ``SqlFleetOperations.get_worker``."""
+        return self.operations.get_worker(worker_id)
 
     def latest_health_checks(self, worker_ids: Sequence[str]) -> dict[str, fleet.HealthRecord]:
-        """The newest health record of each named worker (absent if it has none)."""
-        t = worker_health_checks
-        newest = (
-            sa.select(sa.func.max(t.c.id))
-            .where(t.c.worker_id.in_(list(worker_ids)))
-            .group_by(t.c.worker_id)
-        )
-        stmt = sa.select(*t.c, self.dialect.now().label("db_now")).where(t.c.id.in_(newest))
-        with self._read() as conn:
-            rows = list(conn.execute(stmt).mappings())
-        found = {}
-        for r in rows:
-            check = fleet.HealthCheck(
-                worker_id=r["worker_id"],
-                db_latency_ms=r["db_latency_ms"],
-                transport_latency_ms=r["transport_latency_ms"],
-                memory_mb=r["memory_mb"],
-                cpu_percent=r["cpu_percent"],
-                jobs_in_flight=int(r["jobs_in_flight"]),
-                last_fetch_age_seconds=r["last_fetch_age_seconds"],
-                problems=tuple(p for p in (r["problems"] or "").split("; ") if p),
-            )
-            found[r["worker_id"]] = fleet.HealthRecord(
-                check, db_time(r["checked_at"]), _age(r["db_now"], r["checked_at"]) or 0.0
-            )
-        return found
+        """See ``SqlFleetOperations.latest_health_checks``."""
+        return self.operations.latest_health_checks(worker_ids)
 
     def request_stop(self, *, worker_id: str | None, mode: fleet.StopMode) -> int:
-        """Ask one active worker (or all, with ``worker_id`` None) to stop; return how many
-        were asked. Each notices at its next heartbeat."""
-        stmt = (
-            sa.update(queue_workers)
-            .where(queue_workers.c.state == W.ACTIVE.value)
-            .values(stop_requested=mode.value)
-        )
-        if worker_id is not None:
-            stmt = stmt.where(queue_workers.c.id == worker_id)
-        with self._begin() as conn:
-            return int(conn.execute(stmt).rowcount)
+        """See ``SqlFleetOperations.request_stop``."""
+        return self.operations.request_stop(worker_id=worker_id, mode=mode)
 
     def remove_worker(self, worker_id: str, *, detected_by: str) -> fleet.FailoverEvent | None:
-        """Deregister a worker by hand: fail over its running jobs at once (fenced) and delete
-        its row. If the process still runs, its next heartbeat is refused and it re-registers.
-        Raise ``LookupError`` if no such worker is registered."""
-        with self._begin() as conn:
-            found = conn.execute(
-                sa.update(queue_workers)
-                .where(queue_workers.c.id == worker_id)
-                .values(heartbeat_at=self.dialect.now_plus(sa.literal(-10.0 * _DAY)))
-            ).rowcount
-        if not found:
-            raise LookupError(worker_id)
-        events = self.fail_over_workers(ttl_seconds=_DAY, detected_by=detected_by)
-        with self._begin() as conn:
-            conn.execute(sa.delete(queue_workers).where(queue_workers.c.id == worker_id))
-        return next((e for e in events if e.worker_id == worker_id), None)
+        """See ``SqlFleetOperations.remove_worker``."""
+        return self.operations.remove_worker(worker_id, detected_by=detected_by)
 
     def remove_crashed_workers(self, *, ttl_seconds: float, detected_by: str) -> int:
-        """Fail over stale workers, then delete the rows of dead and stopped workers; their
-        history stays in ``failover_events`` and ``job_assignments``. Return rows deleted."""
-        self.fail_over_workers(ttl_seconds=ttl_seconds, detected_by=detected_by)
-        stmt = sa.delete(queue_workers).where(
-            queue_workers.c.state.in_([W.DEAD.value, W.STOPPED.value])
+        """See ``SqlFleetOperations.remove_crashed_workers``."""
+        return self.operations.remove_crashed_workers(
+            ttl_seconds=ttl_seconds, detected_by=detected_by
         )
-        with self._begin() as conn:
-            return int(conn.execute(stmt).rowcount)
 
     def delete_health_checks(self, *, older_than_days: float) -> int:
-        """Delete health records older than ``older_than_days``; return how many."""
-        t = worker_health_checks
-        cutoff = self.dialect.now_plus(sa.literal(-older_than_days * _DAY))
-        with self._begin() as conn:
-            return int(conn.execute(sa.delete(t).where(t.c.checked_at < cutoff)).rowcount)
+        """See ``SqlFleetOperations.delete_health_checks``."""
+        return self.operations.delete_health_checks(older_than_days=older_than_days)
 
     def delete_failover_events(self, *, older_than_days: float) -> int:
-        """Delete failover events older than ``older_than_days``; return how many."""
-        t = failover_events
-        cutoff = self.dialect.now_plus(sa.literal(-older_than_days * _DAY))
-        with self._begin() as conn:
-            return int(conn.execute(sa.delete(t).where(t.c.detected_at < cutoff)).rowcount)
-
-    def close_orphaned_assignments(self) -> tuple[int, int]:
-        """Close open assignments whose attempt no longer runs (outcome ``orphaned``) and
-        delete assignments of jobs that no longer exist; return (closed, deleted)."""
-        a = job_assignments
-        still_running = sa.exists().where(moves.runs(a.c.job_id, a.c.attempt))
-        gone = ~sa.exists().where(jobs.c.id == a.c.job_id)
-        with self._begin() as conn:
-            deleted = conn.execute(sa.delete(a).where(gone)).rowcount
-            closed = conn.execute(
-                sa.update(a)
-                .where(a.c.ended_at.is_(None), ~still_running)
-                .values(outcome=fleet.Outcome.ORPHANED.value, ended_at=self.dialect.now())
-            ).rowcount
-        return int(closed), int(deleted)
+        """See ``SqlFleetOperations.delete_failover_events``."""
+        return self.operations.delete_failover_events(older_than_days=older_than_days)
 
     def count_failover_events(self) -> int:
-        """How many failover events the ledger records (kept until cleaned up)."""
-        with self._read() as conn:
-            found = conn.execute(sa.select(sa.func.count()).select_from(failover_events))
-            return int(found.scalar() or 0)
+        """See ``SqlFleetOperations.count_failover_events``."""
+        return self.operations.count_failover_events()
 
     def list_failover_events(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest failover events as plain data."""
-        t = failover_events
-        stmt = sa.select(*t.c).order_by(t.c.id.desc()).limit(limit)
-        with self._read() as conn:
-            rows = list(conn.execute(stmt).mappings())
-        return [
-            {
-                **dict(r),
-                "job_ids": json.loads(r["job_ids"]),
-                "detected_at": db_time(r["detected_at"]),
-            }
-            for r in rows
-        ]
-
-    def list_assignments(self, *, job_id: int | None = None) -> list[dict[str, Any]]:
-        """Assignment history rows (of one job, if given), oldest first, as plain data."""
-        a = job_assignments
-        stmt = sa.select(*a.c).order_by(a.c.started_at, a.c.job_id, a.c.attempt)
-        if job_id is not None:
-            stmt = stmt.where(a.c.job_id == job_id)
-        with self._read() as conn:
-            return [dict(r) for r in conn.execute(stmt).mappings()]
-
-    def outcome_counts(self) -> dict[str, dict[str, int]]:
-        """Ended attempts per worker and outcome, from the assignment history."""
-        a = job_assignments
-        stmt = (
-            sa.select(a.c.worker_id, a.c.outcome, sa.func.count())
-            .where(a.c.outcome.is_not(None))
-            .group_by(a.c.worker_id, a.c.outcome)
-        )
-        counts: dict[str, dict[str, int]] = {}
-        with self._read() as conn:
-            rows: Sequence[Any] = conn.execute(stmt).all()
-            for worker_id, outcome, n in rows:
-                counts.setdefault(str(worker_id), {})[str(outcome)] = int(n)
-        return counts
+        """See ``SqlFleetOperations.list_failover_events``."""
+        return self.operations.list_failover_events(limit=limit)
 
     def probe_database(self) -> dict[str, Any]:
-        """A round trip's latency (ms), the server's connection limit and this process's
-        pool size (base connections; as many again may overflow)."""
-        began = time.perf_counter()
-        with self._read() as conn:
-            conn.execute(sa.select(1)).scalar()
-            limit = self.dialect.max_connections(conn)
-        pool = self.engine.pool
-        size = pool.size() if hasattr(pool, "size") else None
-        return {
-            "latency_ms": round((time.perf_counter() - began) * 1000.0, 2),
-            "max_connections": limit,
-            "pool_size": size,
-        }
+        """See ``SqlFleetOperations.probe_database``."""
+        return self.operations.probe_database()
+
+    def close_orphaned_assignments(self) -> tuple[int, int]:
+        """See ``SqlAssignmentHistory.close_orphaned_assignments``."""
+        return self.history.close_orphaned_assignments()
+
+    def list_assignments(self, *, job_id: int | None = None) -> list[dict[str, Any]]:
+        """See ``SqlAssignmentHistory.list_assignments``."""
+        return self.history.list_assignments(job_id=job_id)
+
+    def outcome_counts(self) -> dict[str, dict[str, int]]:
+        """See ``SqlAssignmentHistory.outcome_counts``."""
+        return self.history.outcome_counts()

@@ -5,6 +5,9 @@ stuck-job reset.
 An attempt's row is written when it ends (claims write none): it gets a closed row with the
 worker and start read from the job before the move changed it. An open row (written by a
 worker of an earlier release at its claim) is closed; a closed one keeps its first end.
+The group completions' history is the driver's (``Dialect.end_assignments``, in
+``dialects.py``, with ``closing``, which closes one open row): this module builds on the
+driver, never the other way round.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -20,10 +23,8 @@ from sqlalchemy.engine import Connection
 from ledgerq.core import fleet
 from ledgerq.core.job import Claim, as_utc
 from ledgerq.core.states import JobState
+from ledgerq.store.dialects import Dialect, closing
 from ledgerq.store.tables import job_assignments, jobs
-
-if TYPE_CHECKING:
-    from ledgerq.store.dialects import Dialect
 
 _a = job_assignments
 
@@ -43,20 +44,6 @@ def recorded_attempts(conn: Connection, job_ids: Sequence[int]) -> set[tuple[int
     stmt = sa.select(_a.c.job_id, _a.c.attempt).where(_a.c.job_id.in_(sorted(set(job_ids))))
     rows: Sequence[Any] = conn.execute(stmt).all()
     return {(int(j), int(a)) for j, a in rows}
-
-
-def closing(dialect: Dialect) -> sa.Update:
-    """Closes the open row of (``a_job``, ``a_attempt``) with ``a_outcome``; a closed row keeps
-    its first end."""
-    return (
-        sa.update(_a)
-        .where(
-            _a.c.job_id == sa.bindparam("a_job"),
-            _a.c.attempt == sa.bindparam("a_attempt"),
-            _a.c.ended_at.is_(None),
-        )
-        .values(outcome=sa.bindparam("a_outcome"), ended_at=dialect.now())
-    )
 
 
 def end_attempts(
@@ -127,37 +114,6 @@ def running_attempt_of(conn: Connection, job_id: int) -> EndedAttempt | None:
     if row is None:
         return None
     return EndedAttempt(job_id, int(row.attempt), row.worker_id, row.claimed_at)
-
-
-def end_outcomes(
-    conn: Connection, statements: tuple[sa.Update, sa.Insert], ends: Sequence[tuple[int, int, str]]
-) -> None:
-    """Record attempts whose outcomes ``(job_id, attempt, outcome)`` were just written in
-    ``conn``'s transaction, with the ``ending`` statements: open rows are closed, missing ones
-    inserted with holder and start read from the jobs (the outcome keeps them). Two
-    statements per group, whatever its size."""
-    if not ends:
-        return
-    rows = [{"a_job": j, "a_attempt": a, "a_outcome": o} for j, a, o in ends]
-    for statement in statements:
-        conn.execute(statement, rows)
-
-
-def ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
-    """``end_outcomes``'s statements (built once per driver)."""
-    attempt = sa.bindparam("a_attempt", type_=sa.Integer)
-    outcome = sa.bindparam("a_outcome", type_=sa.String)
-    recorded = sa.exists().where(_a.c.job_id == jobs.c.id, _a.c.attempt == attempt)
-    ended = sa.select(
-        jobs.c.id,
-        attempt,
-        sa.func.coalesce(jobs.c.worker_id, "(no worker)"),
-        sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at, dialect.now()),
-        dialect.now(),
-        outcome,
-    ).where(jobs.c.id == sa.bindparam("a_job"), ~recorded)
-    columns = ["job_id", "attempt", "worker_id", "started_at", "ended_at", "outcome"]
-    return closing(dialect), sa.insert(_a).from_select(columns, ended)
 
 
 def put_back(conn: Connection, dialect: Dialect, claim: Claim, move: sa.Update) -> bool:

@@ -14,9 +14,8 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core.fleet import WorkerState
 from ledgerq.core.locks import LockRecord
-from ledgerq.store.failover import db_time
 from ledgerq.store.tables import distributed_locks, queue_workers
-from ledgerq.store.transactions import SqlTransactions
+from ledgerq.store.transactions import SqlTransactions, db_time
 
 t = distributed_locks
 w = queue_workers

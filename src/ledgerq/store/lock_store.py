@@ -17,9 +17,8 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
 from ledgerq.core.locks import Lease
-from ledgerq.store.failover import db_time
 from ledgerq.store.tables import distributed_locks
-from ledgerq.store.transactions import SqlTransactions, translate_error
+from ledgerq.store.transactions import SqlTransactions, db_time, translate_error
 
 t = distributed_locks
 

@@ -32,8 +32,6 @@ from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.tables import jobs, schedule_runs, schedules
 from ledgerq.store.transactions import SqlTransactions, translate_error
 
-_DEFINITION = ("cron", "tz", "task", "args", "queue", "missed", "max_catchup", "overlap")
-
 
 def _time(value: Any) -> datetime | None:
     if isinstance(value, str):  # SQLite returns its clock as text

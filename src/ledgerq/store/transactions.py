@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
+from ledgerq.core.job import as_utc
 from ledgerq.store.dialects import Dialect
 from ledgerq.store.drivers import driver_for
 from ledgerq.store.engine import READ_ONLY_OPTION
@@ -27,6 +30,13 @@ def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
     if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
         return errors.StoreUnavailable(f"database unavailable: {detail}")
     return errors.StoreError(f"database error: {detail}")
+
+
+def db_time(value: Any) -> datetime:
+    """A timestamp read from the database (SQLite returns text for expressions) as aware UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return as_utc(value)
 
 
 class SqlTransactions:

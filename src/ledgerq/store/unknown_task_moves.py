@@ -19,10 +19,9 @@ from ledgerq.core import fleet
 from ledgerq.core import unknown_tasks as unknown
 from ledgerq.core.job import Claim
 from ledgerq.store import moves
-from ledgerq.store.failover import db_time
 from ledgerq.store.history import put_back
 from ledgerq.store.tables import jobs, queue_workers
-from ledgerq.store.transactions import SqlTransactions
+from ledgerq.store.transactions import SqlTransactions, db_time
 
 
 def _earlier(error_json: str | None) -> tuple[datetime | None, int]:
@@ -40,8 +39,9 @@ def _earlier(error_json: str | None) -> tuple[datetime | None, int]:
         return None, 0
 
 
-class UnknownTaskMixin(SqlTransactions):
-    """``defer_unknown_task`` for the SQL worker store."""
+class SqlUnknownTaskMoves(SqlTransactions):
+    """Puts back claimed jobs of tasks their worker does not know (the ``WorkerStore`` port's
+    ``defer_unknown_task``). Thread-safe."""
 
     def defer_unknown_task(
         self, claim: Claim, *, policy: unknown.UnknownTaskPolicy

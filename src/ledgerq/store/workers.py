@@ -1,9 +1,11 @@
-"""SqlWorkerStore: the WorkerStore port (the fleet's registry, heartbeats, health records and
-assignment history) over SQLAlchemy Core, for SQLite, PostgreSQL and MySQL.
+"""SqlWorkerRegistry: the fleet's registry as a worker process writes it (registration,
+heartbeats, stop requests, health records) over SQLAlchemy Core, for SQLite, PostgreSQL and
+MySQL.
 
 A worker's heartbeat is refused once the fleet declared it dead, so a worker that was frozen
 past its TTL learns it lost its jobs instead of carrying on as if nothing happened. Failover
-lives in ``failover.py``.
+lives in ``failover.py``, the attempts' history in ``assignment_history.py``; ``SqlFleetAdmin``
+(``fleet_admin.py``) puts them together behind the ``WorkerStore`` port.
 """
 
 from __future__ import annotations
@@ -13,24 +15,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from ledgerq.core import fleet
-from ledgerq.core.job import as_utc
 from ledgerq.core.states import JobState
-from ledgerq.store.failover import FailoverMixin
-from ledgerq.store.history import closing, recorded_attempts
-from ledgerq.store.tables import job_assignments, jobs, queue_workers, worker_health_checks
-from ledgerq.store.unknown_task_moves import UnknownTaskMixin
+from ledgerq.store.tables import jobs, queue_workers, worker_health_checks
+from ledgerq.store.transactions import SqlTransactions
 
 W = fleet.WorkerState
-_ASSIGNMENT_RETRIES = 3
 #: ``count_ready_jobs`` stops counting here: it only needs to know whether work is waiting.
 READY_PROBE_CAP = 100
 
 
-class SqlWorkerStore(FailoverMixin, UnknownTaskMixin):
-    """The fleet's registry. Thread-safe; each call checks a connection out of the pool."""
+class SqlWorkerRegistry(SqlTransactions):
+    """The fleet's registry as workers write it. Thread-safe; each call checks a connection
+    out of the pool."""
 
     def register_worker(self, registration: fleet.Registration) -> None:
         """Insert the worker as active, or make its existing row active again."""
@@ -132,68 +130,6 @@ class SqlWorkerStore(FailoverMixin, UnknownTaskMixin):
         }
         with self._begin() as conn:
             conn.execute(sa.insert(worker_health_checks).values(row))
-
-    def record_assignments(self, events: Sequence[fleet.AssignmentEvent]) -> None:
-        """Store starts and ends of attempts in one transaction; the first end wins."""
-        if not events:
-            return
-        for attempt in range(_ASSIGNMENT_RETRIES):
-            try:
-                with self._begin() as conn:
-                    self._write_assignments(conn, events)
-                return
-            except sa.exc.IntegrityError:
-                # A failover inserted the same attempt between our read and our insert;
-                # the next try sees its row and only fills in what is missing.
-                if attempt == _ASSIGNMENT_RETRIES - 1:
-                    raise
-
-    def _write_assignments(self, conn: Connection, events: Sequence[fleet.AssignmentEvent]) -> None:
-        # Batched: one executemany per kind of row, so the history costs a few statements per
-        # flush, not one per job.
-        merged: dict[tuple[int, int], dict[str, Any]] = {}
-        for event in events:
-            row = merged.setdefault(
-                (event.job_id, event.attempt),
-                {
-                    "a_job": event.job_id,
-                    "a_attempt": event.attempt,
-                    "a_worker": event.worker_id,
-                    "a_started": None,
-                    "a_outcome": None,
-                },
-            )
-            if event.started_at is not None:
-                row["a_started"] = self.dialect.bind_time(as_utc(event.started_at))
-            if event.outcome is not None and row["a_outcome"] is None:
-                row["a_outcome"] = event.outcome.value
-        if self.dialect.upsert_assignments(conn, list(merged.values())):
-            return
-        existing = recorded_attempts(conn, [k[0] for k in merged])
-        fresh = [row for key, row in merged.items() if key not in existing]
-        for ended in (False, True):
-            rows = [r for r in fresh if (r["a_outcome"] is not None) is ended]
-            if rows:
-                conn.execute(self._insert_assignment(ended=ended), rows)
-        ends = [
-            {"a_job": r["a_job"], "a_attempt": r["a_attempt"], "a_outcome": r["a_outcome"]}
-            for key, r in merged.items()
-            if key in existing and r["a_outcome"] is not None
-        ]
-        if ends:
-            conn.execute(closing(self.dialect), ends)
-
-    def _insert_assignment(self, *, ended: bool) -> sa.Insert:
-        d = self.dialect
-        started = sa.bindparam("a_started", type_=job_assignments.c.started_at.type)
-        return sa.insert(job_assignments).values(
-            job_id=sa.bindparam("a_job"),
-            attempt=sa.bindparam("a_attempt"),
-            worker_id=sa.bindparam("a_worker"),
-            started_at=sa.func.coalesce(started, d.now()),
-            ended_at=d.now() if ended else None,
-            outcome=sa.bindparam("a_outcome") if ended else None,
-        )
 
     def count_ready_jobs(self, queues: Sequence[str]) -> int:
         """Due queued jobs of ``queues``, counted up to ``READY_PROBE_CAP``."""

@@ -9,10 +9,25 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
-from ledgerq.store.postgres.postgres_driver import PG_DEAD_PEER_DEFAULTS
 from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 
 log = structlog.get_logger("ledgerq.listener")
+
+#: libpq settings of every connection to PostgreSQL (the engine's, which
+#: ``PostgresDriver.engine_options`` adds unless the URL sets them, and the listening one)
+#: that bound how long a connection to a vanished server (a host that died or was cut off,
+#: which sends no reset) can block: a connect tries the next host of a multi-host URL after
+#: 10 s, an idle or waiting connection is found dead by keepalives in about 25 s, and a write
+#: the peer never acknowledges fails after 30 s. Without them a worker's writer thread waited
+#: for the kernel's retransmissions, about 15 minutes.
+PG_DEAD_PEER_DEFAULTS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
 
 #: ``application_name`` of the listening connection (visible in ``pg_stat_activity``).
 LISTENER_NAME = "ledgerq-listen"

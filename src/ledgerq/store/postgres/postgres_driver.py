@@ -19,22 +19,9 @@ from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
 from ledgerq.store.postgres import statements as pg
 from ledgerq.store.postgres.fast import FastStatements
+from ledgerq.store.postgres.listener import PG_DEAD_PEER_DEFAULTS, PgNotifyWaker
 from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 from ledgerq.store.tables import jobs
-
-#: libpq settings that bound how long a connection to a vanished server (a host that died or
-#: was cut off, which sends no reset) can block: a connect tries the next host of a
-#: multi-host URL after 10 s, an idle or waiting connection is found dead by keepalives in
-#: about 25 s, and a write the peer never acknowledges fails after 30 s. Without them a
-#: worker's writer thread waited for the kernel's retransmissions, about 15 minutes.
-PG_DEAD_PEER_DEFAULTS: dict[str, Any] = {
-    "connect_timeout": 10,
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 30_000,
-}
 
 #: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
 MAINTAIN_DEAD_TUPLES = 20_000
@@ -100,8 +87,6 @@ class PostgresDriver(Dialect):
         return create_engine(url, pool_size=2, relaxed=True)
 
     def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
-        from ledgerq.store.postgres.listener import PgNotifyWaker
-
         return PgNotifyWaker(self.engine, queues, lazy=lazy)
 
     def now(self) -> sa.ColumnElement[Any]:
