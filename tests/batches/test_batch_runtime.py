@@ -151,7 +151,11 @@ def test_batch_builder_and_bad_batch_input(
     def noop(ctx: JobContext, n: int) -> None:
         """Nothing."""
 
-    with app.batch(on_complete=noop) as batch:
+    @app.task
+    def done(ctx: JobContext, batch_id: int) -> None:
+        """A callback: called with the batch's id only."""
+
+    with app.batch(on_complete=done) as batch:
         batch.add(noop, 1).add(noop, 2, priority=5)
     assert batch.id is not None and app.batches.get(batch.id).size == 2
     assert app.jobs.get(batch.job_ids[1]).priority == 5

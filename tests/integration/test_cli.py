@@ -67,7 +67,9 @@ def test_enqueue_run_inspect_retry_cancel(
         is False
     )  # type: ignore[index]
     assert (
-        run_json(capsys, "job", "enqueue", "add", "--args", "[9]", "--dedupe-key", "k")["duplicate"]
+        run_json(capsys, "job", "enqueue", "add", "--args", "[9, 1]", "--dedupe-key", "k")[
+            "duplicate"
+        ]
         is True
     )  # type: ignore[index]
 

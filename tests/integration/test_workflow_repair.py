@@ -202,7 +202,7 @@ def fragile_flow(app: LedgerQ, worker_id: str) -> tuple[str, int]:
     claimed; returns the workflow's id and the claimed job's."""
 
     @app.task(name="fragile", max_attempts=1)
-    def fragile(ctx: JobContext) -> int:
+    def fragile(ctx: JobContext, upstream: dict[str, int] | None = None) -> int:
         return 1
 
     flow = app.workflow("fragile", on_failure="stop")

@@ -176,7 +176,7 @@ def test_cancel_cascades_to_pending_steps(app: LedgerQ) -> None:
 
 def test_bad_workflows_are_refused_before_anything_is_stored(app: LedgerQ) -> None:
     @app.task
-    def step(ctx: JobContext) -> None:
+    def step(ctx: JobContext, upstream: dict[str, object] | None = None) -> None:
         return None
 
     with pytest.raises(errors.InvalidJob, match="on_failure"):
@@ -200,7 +200,7 @@ def test_a_workflow_enqueued_in_the_callers_transaction_exists_only_if_it_commit
     app: LedgerQ,
 ) -> None:
     @app.task
-    def step(ctx: JobContext) -> None:
+    def step(ctx: JobContext, upstream: dict[str, object] | None = None) -> None:
         return None
 
     engine = app.parts.store.engine

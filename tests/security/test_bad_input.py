@@ -118,7 +118,7 @@ def _cli(
 ENQUEUE = ("job", "enqueue", "admin.add")
 BAD_COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, str], str]] = {
     "args nested 5000 deep": ((*ENQUEUE, "--args", DEEP_ARGS), {}, "nested too deeply"),
-    "lone surrogate in args": ((*ENQUEUE, "--args", '["\\ud800"]'), {}, "Unicode"),
+    "lone surrogate in args": ((*ENQUEUE, "--args", '["\\ud800", 2]'), {}, "Unicode"),
     "job id beyond bigint": (("job", "show", str(2**63)), {}, "no job with id"),
     "cancel id beyond bigint": (("job", "cancel", str(2**64)), {}, "no job with id"),
     "empty queue": ((*ENQUEUE, "--args", "[1, 2]", "--queue", ""), {}, "invalid queue name"),

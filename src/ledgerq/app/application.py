@@ -270,13 +270,13 @@ class LedgerQ:
 
         def declare(target: Handler[P, R] | Task[P, R]) -> Task[P, R]:
             task = target if isinstance(target, Task) else self.task(target)
+            schedule = dataclasses.replace(checked, name=name or task.name, task=task.name)
+            if schedule.name in self.schedules:
+                raise errors.ConfigError(f"schedule {schedule.name!r} is declared twice")
             try:
                 task.spec.check_arguments(tuple(args), kwargs or {})
             except errors.ArgumentsMismatch as exc:
                 raise errors.ConfigError(f"periodic task arguments: {exc}") from None
-            schedule = dataclasses.replace(checked, name=name or task.name, task=task.name)
-            if schedule.name in self.schedules:
-                raise errors.ConfigError(f"schedule {schedule.name!r} is declared twice")
             self.schedules[schedule.name] = schedule
             return task
 
