@@ -129,7 +129,7 @@ def test_the_quick_start_runs_as_written_in_a_fresh_folder(tmp_path: Path) -> No
         assert conn.execute("SELECT id FROM orders").fetchall() == [(7,)]
         retried = conn.execute("SELECT state FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
     assert retried == ("queued",)  # cancelled, then retried: due now
-    assert len(jobs_in(database)) == len(jobs) + 5  # the job, three in bulk, one in the tx
+    assert len(jobs_in(database)) == len(jobs) + 6  # two jobs, three in bulk, one in the tx
 
 
 def test_the_burst_horizon_the_readme_states_is_the_one_the_worker_uses() -> None:
