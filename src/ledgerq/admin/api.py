@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import structlog
@@ -16,7 +16,7 @@ from ledgerq.admin import schemas
 from ledgerq.admin.auth import Caller, admin_access, read_access
 from ledgerq.admin.deps import AdminDeps, job_document
 from ledgerq.core import errors
-from ledgerq.core.job import MAX_DELAY_SECONDS, as_utc
+from ledgerq.core.job import check_run_at
 from ledgerq.core.operations import IdempotentRequest, WorkerView
 from ledgerq.core.states import FINISHED, JobState
 
@@ -58,18 +58,6 @@ def _request_hash(body: schemas.EnqueueRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _check_run_at(run_at: datetime | None) -> datetime | None:
-    if run_at is None:
-        return None
-    if run_at.tzinfo is None:
-        raise errors.InvalidSchedule("run_at needs a time zone (e.g. 2030-01-01T00:00:00Z)")
-    now = datetime.now(UTC)
-    window = timedelta(seconds=MAX_DELAY_SECONDS)
-    if not now - window <= run_at <= now + window:
-        raise errors.InvalidSchedule("run_at must lie within a year of now")
-    return as_utc(run_at)
-
-
 @router.post(
     "/api/v1/jobs",
     status_code=201,
@@ -102,7 +90,7 @@ def enqueue_job(
         queue=body.queue,
         priority=body.priority,
         delay=body.delay,
-        run_at=_check_run_at(body.run_at),
+        run_at=check_run_at(body.run_at),
         # The key also dedupes concurrent first requests while the job is unfinished.
         dedupe_key=body.dedupe_key or (f"idem:{idempotency_key}" if idempotency_key else None),
         dedupe_for=body.dedupe_for,

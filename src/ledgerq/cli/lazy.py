@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from ledgerq.cli.json_flag import accept_json_everywhere
+
 
 class LazyGroup(click.Group):
     """``lazy_commands`` maps a command's name to ``"module:attribute"`` of its click command;
@@ -23,7 +25,8 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy_commands and cmd_name not in self.commands:
-            self.add_command(_import_command(self.lazy_commands[cmd_name]), cmd_name)
+            command = accept_json_everywhere(_import_command(self.lazy_commands[cmd_name]))
+            self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
 

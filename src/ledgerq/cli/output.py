@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from ledgerq.core.job import Job
@@ -32,9 +33,30 @@ def job_dict(job: Job) -> dict[str, Any]:
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "worker_id": job.worker_id,
         "dedupe_key": job.dedupe_key,
+        "timeout_seconds": job.timeout_seconds,
+        "expires_at": job.expires_at.isoformat() if job.expires_at else None,
         "result": mask_value(json.loads(job.result_json)) if job.result_json else None,
         "error": mask_value(json.loads(job.error_json)) if job.error_json else None,
     }
+
+
+def job_lines(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """``job_dict`` as (label, text) lines a person reads: arguments and results as JSON, the
+    error as its message with the traceback below it, real line breaks kept."""
+    lines: list[tuple[str, str]] = []
+    for key, value in data.items():
+        if key == "error" and isinstance(value, dict):
+            facts = ", ".join(
+                f"{k} {v}" for k, v in value.items() if k not in ("message", "traceback")
+            )
+            lines.append((key, f"{value.get('message', '')} ({facts})"))
+            if value.get("traceback"):
+                lines.append(("traceback", "\n" + str(value["traceback"]).rstrip()))
+        elif isinstance(value, dict | list):
+            lines.append((key, json.dumps(value, ensure_ascii=False)))
+        else:
+            lines.append((key, "" if value is None else str(value)))
+    return lines
 
 
 def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
@@ -44,15 +66,16 @@ def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
         table.add_column(column, overflow="fold")
     for job in jobs:
         error = mask_text(json.loads(job.error_json)["message"]) if job.error_json else ""
-        table.add_row(
+        cells = (
             str(job.id),
             job.task,
             job.queue,
             "claimed" if job.waiting_to_start else job.state.value,
             f"{job.attempt}/{job.max_attempts}",
-            job.run_at.strftime("%Y-%m-%d %H:%M:%S"),
+            job.run_at.strftime("%m-%d %H:%M:%S"),
             error[:60],
         )
+        table.add_row(*(escape(cell) for cell in cells))  # a message's [tags] are text
     return table
 
 

@@ -70,6 +70,20 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def check_run_at(run_at: datetime | None, *, what: str = "run_at") -> datetime | None:
+    """``run_at`` in UTC if it names a moment within a year of now; ``InvalidSchedule`` for a
+    time without a zone (whose moment depends on the reader's clock) or one further off."""
+    if run_at is None:
+        return None
+    if run_at.tzinfo is None:
+        raise errors.InvalidSchedule(f"{what} needs a time zone (e.g. 2030-01-01T00:00:00Z)")
+    now = datetime.now(UTC)
+    window = timedelta(seconds=MAX_DELAY_SECONDS)
+    if not now - window <= run_at <= now + window:
+        raise errors.InvalidSchedule(f"{what} must lie within a year of now")
+    return as_utc(run_at)
+
+
 @dataclass(slots=True, kw_only=True)
 class JobOptions:
     """How a producer asks for a job to run, spelled once: ``Task.enqueue``, ``Client.build``

@@ -72,11 +72,6 @@ class Client:
             raise TypeError(f"give the options whole or by name, not both: {sorted(named)}")
         o = options
         spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
-        kwargs = kwargs or {}
-        if supplied_later:
-            spec.check_arguments(args, {**kwargs, **dict.fromkeys(supplied_later)})
-        else:
-            spec.check_arguments(args, kwargs)
         check_delay(o.delay)
         if o.priority is not None and not -MAX_PRIORITY <= o.priority <= MAX_PRIORITY:
             raise errors.InvalidJob(f"priority must lie within ±{MAX_PRIORITY}, got {o.priority}")
@@ -88,17 +83,21 @@ class Client:
             check_text(o.dedupe_key, what="dedupe_key", max_length=255)
         if o.run_at is not None and o.delay:
             raise errors.InvalidSchedule("give either delay or run_at, not both")
+        # An empty --queue is a mistake, not "the task's queue".
+        queue = check_queue_name(spec.queue if o.queue is None else o.queue)
+        dedupe_for_seconds = check_dedupe_window(o.dedupe_for, o.dedupe_key)
+        kwargs = kwargs or {}
+        _check_call(spec, args, kwargs, supplied_later)  # the options first, then the call
         return NewJob(
             task=spec.name,
-            # An empty --queue is a mistake, not "the task's queue".
-            queue=check_queue_name(spec.queue if o.queue is None else o.queue),
+            queue=queue,
             args_json=self._codec.encode_args(tuple(args), kwargs),
             priority=spec.priority if o.priority is None else o.priority,
             max_attempts=spec.retry.max_attempts if o.max_attempts is None else o.max_attempts,
             delay_seconds=o.delay,
             run_at=o.run_at,
             dedupe_key=o.dedupe_key,
-            dedupe_for_seconds=check_dedupe_window(o.dedupe_for, o.dedupe_key),
+            dedupe_for_seconds=dedupe_for_seconds,
             timeout_seconds=o.timeout,
             held=o.held,
             expires_at=o.expires_at,
@@ -173,3 +172,16 @@ class Client:
         job = self.store.retry_job(check_job_id(job_id))
         self.announce([job.hint])
         return job
+
+
+def _check_call(
+    spec: TaskSpec,
+    args: Sequence[object],
+    kwargs: dict[str, object],
+    supplied_later: Sequence[str],
+) -> None:
+    """``ArgumentsMismatch`` unless the handler takes these arguments plus the keywords the
+    runtime will add."""
+    spec.check_arguments(
+        args, {**kwargs, **dict.fromkeys(supplied_later)} if supplied_later else kwargs
+    )

@@ -20,6 +20,7 @@ from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.ports import Completion
 from ledgerq.core.retry import RetryPolicy
+from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime import outcomes
 from ledgerq.runtime.context import JobContext
@@ -276,9 +277,15 @@ class Executor:
             return outcomes.failed(job, policy, "exception", exc, message, ran)
         except Exception as exc:  # user code: record it on the job, never crash the worker
             ran = time.monotonic() - run.started
-            log.info("job attempt failed", error=f"{type(exc).__name__}: {exc}")
             message = f"{type(exc).__name__}: {exc}"
-            return outcomes.failed(job, policy, "exception", exc, message, ran)
+            completion = outcomes.failed(job, policy, "exception", exc, message, ran)
+            if completion.state is JobState.DEAD:
+                log.warning(
+                    "job dead: attempts spent", error=message, max_attempts=job.max_attempts
+                )
+            else:
+                log.info("job attempt failed; it will retry", error=message)
+            return completion
 
     def _call_sync(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> Any:
         assert run.spec is not None

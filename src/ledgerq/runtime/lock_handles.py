@@ -7,6 +7,7 @@ a lock manager offers no wake-up, and correctness never depends on how soon a wa
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,6 +76,7 @@ class HeldLock:
         if self.released:
             return False
         self.released = True
+        self._locks.forget(self)
         return self._locks.manager.release_lock(self.lease)
 
     def __repr__(self) -> str:
@@ -89,6 +91,9 @@ class Locks:
         self.manager = manager
         self.guard = guard
         self.owner = owner or default_owner()
+        self._held_here: dict[tuple[int, str, str], HeldLock] = {}
+        """Locks taken and not yet released, by (thread, name, owner): not re-entrant."""
+        self._held_lock = threading.Lock()
 
     def acquire(
         self,
@@ -106,17 +111,37 @@ class Locks:
         if timeout is not None and timeout < 0:
             raise errors.InvalidLock(f"lock timeout must not be negative, got {timeout}")
         who = owner or self.owner
+        self._refuse_reentry(name, who)
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = FIRST_RETRY_SECONDS
         while True:
             lease = self.manager.acquire_lock(name, owner=who, ttl_seconds=seconds)
             if lease is not None:
-                return HeldLock(self, lease, seconds)
+                held = HeldLock(self, lease, seconds)
+                with self._held_lock:
+                    self._held_here[(threading.get_ident(), name, who)] = held
+                return held
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             remaining = MAX_RETRY_SECONDS if deadline is None else deadline - time.monotonic()
             time.sleep(max(0.0, min(pause, remaining)))
             pause = min(pause * 2, MAX_RETRY_SECONDS)
+
+    def forget(self, held: HeldLock) -> None:
+        """``held`` was released: this thread may take its name again."""
+        with self._held_lock:
+            for key, value in list(self._held_here.items()):
+                if value is held:
+                    del self._held_here[key]
+
+    def _refuse_reentry(self, name: str, owner: str) -> None:
+        with self._held_lock:
+            taken = (threading.get_ident(), name, owner) in self._held_here
+        if taken:
+            raise errors.InvalidLock(
+                f"lock {name!r} is already held by this thread: locks are not re-entrant "
+                "(waiting for it here would wait for ourselves); take it once"
+            )
 
     @contextmanager
     def hold(

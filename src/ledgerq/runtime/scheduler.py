@@ -172,10 +172,16 @@ class Scheduler(PeriodicService):
             report.taken += 1
         elif result.outcome is FireOutcome.SKIPPED_OVERLAP:
             report.skipped_overlap += 1
-            log.info("tick skipped: previous run unfinished", schedule=schedule.name, tick=tick)
+            log.info(
+                "tick skipped: previous run unfinished",
+                schedule=schedule.name,
+                tick=tick.isoformat(),
+            )
         elif result.outcome is FireOutcome.FIRED and result.job_id is not None:
             report.fired[schedule.name] = report.fired.get(schedule.name, 0) + 1
-            log.info("tick fired", schedule=schedule.name, tick=tick, job_id=result.job_id)
+            log.info(
+                "tick fired", schedule=schedule.name, tick=tick.isoformat(), job_id=result.job_id
+            )
             if self._on_fired is not None:
                 self._on_fired(schedule.name)
             self._announce(JobHint(result.job_id, job.queue, job.priority))

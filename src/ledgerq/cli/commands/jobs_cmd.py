@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from ledgerq.cli import batch_output
 from ledgerq.cli.cli_context import CliContext, pass_cli
-from ledgerq.cli.output import job_dict, jobs_table
+from ledgerq.cli.output import job_dict, job_lines, jobs_table
 from ledgerq.core import errors
+from ledgerq.core.job import check_run_at
 from ledgerq.core.states import JobState
 
 
@@ -33,6 +36,19 @@ def parse_args_option(text: str) -> tuple[list[Any], dict[str, Any]]:
     return (parsed, {}) if isinstance(parsed, list) else ([], parsed)
 
 
+def _moment(text: str | None, option: str) -> datetime | None:
+    """``text`` as an aware datetime; ``InvalidSchedule`` when it is not ISO 8601 with a zone."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise errors.InvalidSchedule(f"{option} is not an ISO 8601 time: {text!r}") from None
+    if moment.tzinfo is None:
+        raise errors.InvalidSchedule(f"{option} needs a time zone (e.g. 2030-01-01T00:00:00Z)")
+    return moment
+
+
 @group.command("enqueue")
 @click.argument("task")
 @click.option(
@@ -46,30 +62,26 @@ def parse_args_option(text: str) -> tuple[list[Any], dict[str, Any]]:
 @click.option("--delay", type=float, default=0.0, help="Seconds before the job may run.")
 @click.option("--dedupe-key", help="At most one unfinished job holds this key.")
 @click.option("--held", is_flag=True, help="Create held; start it later with `job start`.")
+@click.option("--max-attempts", type=click.IntRange(min=1), help="Attempts before dead.")
+@click.option("--timeout", type=float, help="Seconds an attempt may run.")
+@click.option("--run-at", help="ISO time with a zone to run at (instead of --delay).")
+@click.option("--dedupe-for", type=float, help="Keep --dedupe-key taken this many seconds.")
+@click.option("--expires-at", help="ISO time with a zone: deleted if not started by then.")
 @pass_cli
 def enqueue(
     cli: CliContext,
+    /,
     task: str,
     args_text: str,
-    queue: str | None,
-    priority: int | None,
-    delay: float,
     dedupe_key: str | None,
-    held: bool,
+    **options: Any,
 ) -> int:
-    """Enqueue one job of TASK."""
+    """Enqueue one job of TASK (its arguments are checked against the task's handler)."""
     args, kwargs = parse_args_option(args_text)
     app = cli.app(tasks_needed=True)
-    job = app.client.build(
-        task,
-        args,
-        kwargs,
-        queue=queue,
-        priority=priority,
-        delay=delay,
-        dedupe_key=dedupe_key,
-        held=held,
-    )
+    options["run_at"] = check_run_at(_moment(options["run_at"], "--run-at"), what="--run-at")
+    options["expires_at"] = _moment(options["expires_at"], "--expires-at")
+    job = app.client.build(task, args, kwargs, dedupe_key=dedupe_key, **options)
     result = app.client.enqueue([job])[0]
     if cli.as_json:
         cli.emit_json({"id": result.job_id, "duplicate": result.duplicate})
@@ -94,10 +106,10 @@ def show(cli: CliContext, job_id: int) -> int:
     if cli.as_json:
         cli.emit_json({**data, "items": progress.as_dict() if has_items else None})
     else:
-        for key, value in data.items():
-            cli.console.print(
-                f"[bold]{key:>12}[/]  {value if value is not None else ''}", highlight=False
-            )
+        lines = job_lines(data)
+        width = max(len(label) for label, _ in lines)
+        for label, text in lines:
+            cli.console.print(f"[bold]{label:>{width}}[/]  ", escape(text), sep="", highlight=False)
         if has_items:
             cli.console.print(batch_output.item_progress(progress))
     return 0
