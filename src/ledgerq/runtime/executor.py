@@ -18,6 +18,7 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.outcomes import JobOutcome
 from ledgerq.core.ports import Completion
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
@@ -272,13 +273,15 @@ class Executor:
             if run.spec.is_async and timeout is not None:
                 message = f"job exceeded its timeout of {timeout:g} s"
                 return outcomes.failed(job, policy, "timeout", None, message, ran)
-            message = f"{type(exc).__name__}: {exc}"
-            return outcomes.failed(job, policy, "exception", exc, message, ran)
+            return outcomes.raised(job, policy, exc, ran)
+        except JobOutcome as outcome:  # the handler decided: Retry, Cancel or Discard
+            ran = time.monotonic() - run.started
+            log.info("job asked for its outcome", outcome=outcome.kind, reason=outcome.reason)
+            return outcomes.asked(job, policy, outcome, ran)
         except Exception as exc:  # user code: record it on the job, never crash the worker
             ran = time.monotonic() - run.started
             log.info("job attempt failed", error=f"{type(exc).__name__}: {exc}")
-            message = f"{type(exc).__name__}: {exc}"
-            return outcomes.failed(job, policy, "exception", exc, message, ran)
+            return outcomes.raised(job, policy, exc, ran)
 
     def _call_sync(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> Any:
         assert run.spec is not None
