@@ -73,6 +73,8 @@ def test_postpone_keeps_the_attempt_budget(
     job = jobs.get_job(claim.job_id)
     assert (job.state, job.attempt, job.max_attempts) == (JobState.SCHEDULED, 1, 4)
     assert job.max_attempts - job.attempt == 3  # the same budget as before the claim
+    # Shown as no run yet, of 3: the postponed claim is not an attempt.
+    assert (job.postponed, job.runs, job.max_runs) == (1, 0, 3)
     assert not store.postpone_job(claim, delay_seconds=0.2)  # fenced: the claim is spent
     wait = jobs.seconds_until_retry(queues=["q"])  # it waits to run again, like a retry
     assert wait is not None and 0 <= wait <= 0.2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 
 import ledgerq
 from ledgerq import Cancel, ConfigError, Discard, Job, JobContext, LedgerQ, Retry, RetryPolicy
+from ledgerq.cli.output import job_dict
 from ledgerq.core.states import FINISHED, JobState
 from ledgerq.store.tables import job_assignments
 from tests.helpers import running_worker, wait_until
@@ -216,3 +218,43 @@ def test_a_retry_policy_carries_the_rules_and_the_keywords_replace_them() -> Non
         Retry(delay=-1)
     with pytest.raises(ValueError, match="number"):
         Retry(delay=float("nan"))
+
+
+def test_postponements_by_a_limit_are_not_shown_as_attempts(app: LedgerQ) -> None:
+    """A job a concurrency limit postponed keeps its full budget of runs, and ``ctx.attempt``,
+    the stored error and what the CLI and the API show count its real runs only."""
+    release = threading.Event()
+    seen: dict[str, list[int]] = {"hold": [], "fail": []}
+
+    @app.task(name="single", max_attempts=2, retry_backoff=0.01, concurrency_limit=1)
+    def single(ctx: JobContext, what: str) -> None:
+        seen[what].append(ctx.attempt)
+        if what == "hold":
+            release.wait(20)
+            return
+        raise ValueError("always")
+
+    holder = single.enqueue("hold").job_id
+    with running_worker(app, queues=("default",), concurrency=2):
+        wait_until(lambda: seen["hold"], what="the holder runs")
+        failing = single.enqueue("fail").job_id
+        # The slot is taken: the second job is claimed and postponed, without running.
+        wait_until(lambda: app.jobs.get(failing).postponed >= 1, what="a postponement")
+        waiting = app.jobs.get(failing)
+        assert (waiting.runs, waiting.max_runs) == (0, 2)
+        assert waiting.attempt == waiting.postponed  # every claim so far was a postponement
+        assert job_dict(waiting)["attempt"] == 0
+        release.set()
+        dead = finished(app, failing, with_worker=False)
+    assert seen == {"hold": [1], "fail": [1, 2]}
+    assert app.jobs.get(holder).runs == 1
+    assert dead.state is JobState.DEAD
+    assert (dead.runs, dead.max_runs) == (2, 2)
+    assert dead.attempt == 2 + dead.postponed and dead.max_attempts == 2 + dead.postponed
+    assert error_of(dead)["attempt"] == 2
+    shown = job_dict(dead)
+    assert (shown["attempt"], shown["max_attempts"], shown["postponed"]) == (
+        2,
+        2,
+        dead.postponed,
+    )

@@ -212,7 +212,7 @@ class Executor:
                 "job_id": job.id,
                 "queue": job.queue,
                 "task": job.task,
-                "attempt": job.attempt,
+                "attempt": job.runs,
             }
             token = JOB_LOG_CONTEXT.set(fields)
             try:

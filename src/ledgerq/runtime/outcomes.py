@@ -52,9 +52,9 @@ def asked(
     are stored as the job's error."""
     reason = mask_text(outcome.reason)
     message = f"{outcome.kind}: {reason}" if reason else outcome.kind
-    error = {"kind": outcome.kind, "message": message, "reason": reason, "attempt": job.attempt}
+    error = {"kind": outcome.kind, "message": message, "reason": reason, "attempt": job.runs}
     if isinstance(outcome, Retry):
-        delay = outcome.delay if outcome.delay is not None else policy.delay_seconds(job.attempt)
+        delay = outcome.delay if outcome.delay is not None else policy.delay_seconds(job.runs)
         if outcome.delay is not None:
             error["delay_seconds"] = outcome.delay
         return _failed_or_dead(job, json.dumps(error), delay, ran_seconds)
@@ -80,11 +80,11 @@ def failed(
     an API token or a database dump, never sees a password the handler's exception carried.
     """
     error_json = json.dumps(_error(job, kind, message, exc))
-    return _failed_or_dead(job, error_json, policy.delay_seconds(job.attempt), ran_seconds)
+    return _failed_or_dead(job, error_json, policy.delay_seconds(job.runs), ran_seconds)
 
 
 def _error(job: Job, kind: str, message: str, exc: BaseException | None) -> dict[str, Any]:
-    error: dict[str, Any] = {"kind": kind, "message": mask_text(message), "attempt": job.attempt}
+    error: dict[str, Any] = {"kind": kind, "message": mask_text(message), "attempt": job.runs}
     if exc is not None:
         error["type"] = type(exc).__name__
         text = "".join(traceback.format_exception(exc))
@@ -110,7 +110,7 @@ def _failed_or_dead(
 
 def buried(job: Job, kind: str, message: str) -> Completion:
     """The job is ``dead`` now, whatever attempts it has left (e.g. no worker knows its task)."""
-    return _dead(job, json.dumps({"kind": kind, "message": message, "attempt": job.attempt}))
+    return _dead(job, json.dumps({"kind": kind, "message": message, "attempt": job.runs}))
 
 
 def _dead(job: Job, error_json: str, ran_seconds: float | None = None) -> Completion:
