@@ -25,6 +25,7 @@ from ledgerq.core.errors import (
     TaskNotRegistered,
 )
 from ledgerq.core.job import EnqueueResult, Job
+from ledgerq.core.outcomes import Cancel, Discard, Retry
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.states import JobState
 
@@ -65,7 +66,9 @@ __all__ = [
     "BatchNotFound",
     "BatchStatus",
     "Breaker",
+    "Cancel",
     "ConfigError",
+    "Discard",
     "EnqueueResult",
     "HeldLock",
     "InvalidJob",
@@ -81,6 +84,7 @@ __all__ = [
     "LockUnavailable",
     "MigrationStatus",
     "PayloadError",
+    "Retry",
     "RetryPolicy",
     "Schedule",
     "Settings",

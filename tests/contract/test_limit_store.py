@@ -78,6 +78,8 @@ def test_postpone_keeps_the_attempt_budget(
     job = jobs.get_job(claim.job_id)
     assert (job.state, job.attempt, job.max_attempts) == (JobState.SCHEDULED, 1, 4)
     assert job.max_attempts - job.attempt == 3  # the same budget as before the claim
+    # Shown as no run yet, of 3: the postponed claim is not an attempt.
+    assert (job.postponed, job.runs, job.max_runs) == (1, 0, 3)
     # Fenced: the claim is spent.
     assert not store.postpone_job(claim, delay_seconds=POSTPONE_SECONDS)
     wait = jobs.seconds_until_due(queues=["q"])  # it waits to run again, like a retry

@@ -73,8 +73,10 @@ def job_document(job: Job) -> dict[str, Any]:
         "args": mask_secrets(list(payload.get("args", []))),
         "kwargs": mask_secrets(dict(payload.get("kwargs", {}))),
         "priority": job.priority,
-        "attempt": job.attempt,
-        "max_attempts": job.max_attempts,
+        # Runs, not claims: a claim a limit postponed without running is not an attempt.
+        "attempt": job.runs,
+        "max_attempts": job.max_runs,
+        "postponed": job.postponed,
         "run_at": job.run_at,
         "created_at": job.created_at,
         "claimed_at": job.claimed_at,

@@ -72,8 +72,9 @@ class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field n
     args: list[Any]
     kwargs: dict[str, Any]
     priority: int
-    attempt: int
-    max_attempts: int
+    attempt: int = Field(description="The job's runs so far (claims postponed by a limit aside).")
+    max_attempts: int = Field(description="The runs the job may have.")
+    postponed: int = Field(0, description="Claims a rate or concurrency limit postponed.")
     run_at: datetime
     created_at: datetime
     claimed_at: datetime | None = Field(None, description="When the current attempt was claimed.")

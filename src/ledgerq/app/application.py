@@ -28,7 +28,7 @@ from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.limits import Breaker, KeyFunction, Rate, RateLimiter, TaskLimits
 from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import LimitStore, RateLimitBackend, SqlConnection
-from ledgerq.core.retry import RetryPolicy
+from ledgerq.core.retry import ExceptionTypes, RetryPolicy, retry_policy
 from ledgerq.core.schedules import Schedule
 from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry, TaskSpec, module_name
@@ -163,6 +163,8 @@ class LedgerQ:
         concurrency_limit: int | None = None,
         concurrency_key: KeyFunction | None = None,
         breaker: Breaker | None = None,
+        retry_on: ExceptionTypes | None = None,
+        dont_retry_on: ExceptionTypes = (),
     ) -> Callable[[Handler[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy misreads the positional-only/keyword-only split
@@ -181,6 +183,8 @@ class LedgerQ:
         concurrency_limit: int | None = None,
         concurrency_key: KeyFunction | None = None,
         breaker: Breaker | None = None,
+        retry_on: ExceptionTypes | None = None,
+        dont_retry_on: ExceptionTypes = (),
     ) -> Task[P, R] | Callable[[Handler[P, R]], Task[P, R]]:
         """Register a handler ``fn(ctx, *args, **kwargs)`` (plain or ``async def``).
 
@@ -189,6 +193,9 @@ class LedgerQ:
         Fleet-wide limits (docs/limits.md): ``rate_limit`` ("100/s", "20/m", "1000/h") and
         ``concurrency_limit`` (running jobs), each per ``rate_key``/``concurrency_key``
         (a function of the job's arguments) if given, and a circuit ``breaker``.
+        Which exceptions retry (docs/tasks.md, "Retries"): ``retry_on`` (one exception class
+        or a tuple; others make the job dead at once) and ``dont_retry_on`` (dead at once);
+        by default every exception retries. They override a ``RetryPolicy``'s own.
         """
         task_limits = TaskLimits.build(
             rate_limit=rate_limit,
@@ -199,10 +206,8 @@ class LedgerQ:
         )
 
         def register(handler: Handler[P, R]) -> Task[P, R]:
-            policy = (
-                retry_backoff
-                if isinstance(retry_backoff, RetryPolicy)
-                else RetryPolicy(max_attempts=max_attempts, base_seconds=float(retry_backoff))
+            policy = retry_policy(
+                max_attempts, retry_backoff, retry_on=retry_on, dont_retry_on=dont_retry_on
             )
             task_name = name or f"{module_name(handler)}.{handler.__qualname__}"
             spec = TaskSpec(task_name, handler, queue, priority, policy, timeout, task_limits)

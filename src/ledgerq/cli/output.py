@@ -22,8 +22,10 @@ def job_dict(job: Job) -> dict[str, Any]:
         "queue": job.queue,
         "state": job.state.value,
         "priority": job.priority,
-        "attempt": job.attempt,
-        "max_attempts": job.max_attempts,
+        # Runs, not claims: a claim a limit postponed without running is not an attempt.
+        "attempt": job.runs,
+        "max_attempts": job.max_runs,
+        "postponed": job.postponed,
         "args": mask_value(json.loads(job.args_json)),
         "run_at": job.run_at.isoformat(),
         "created_at": job.created_at.isoformat(),
@@ -71,7 +73,7 @@ def jobs_table(jobs: Iterable[Job], title: str = "jobs") -> Table:
             job.task,
             job.queue,
             "claimed" if job.waiting_to_start else job.state.value,
-            f"{job.attempt}/{job.max_attempts}",
+            f"{job.runs}/{job.max_runs}",
             job.run_at.strftime("%m-%d %H:%M:%S"),
             error[:60],
         )

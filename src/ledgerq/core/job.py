@@ -175,6 +175,19 @@ class Job:
     """The workflow this job is a step of, if any."""
     claimed_at: datetime | None = None
     """When the current attempt was claimed (its lease and history begin here)."""
+    postponed: int = 0
+    """Claims a limit postponed without running the job (each raised ``max_attempts`` too)."""
+
+    @property
+    def runs(self) -> int:
+        """The runs of the job so far, the current one included: ``attempt`` less the claims
+        a limit postponed. What a person is shown, and ``ctx.attempt`` (1 on the first run)."""
+        return self.attempt - self.postponed
+
+    @property
+    def max_runs(self) -> int:
+        """The runs the job may have (its ``max_attempts`` at enqueue)."""
+        return self.max_attempts - self.postponed
 
     @property
     def waiting_to_start(self) -> bool:
@@ -218,6 +231,7 @@ class Job:
             batch_id=None if batch_id is None else int(batch_id),
             workflow_id=get("workflow_id"),
             claimed_at=_aware_utc(get("claimed_at")),
+            postponed=int(get("postponed") or 0),
         )
 
 

@@ -77,7 +77,7 @@ class Bookkeeper:
         """Mark the held attempt that ``completion`` ends as being written."""
         with self._lock:
             ctx = self._inflight.get(completion.claim.job_id)
-        if ctx is not None and ctx.attempt == completion.claim.attempt:
+        if ctx is not None and ctx.claim.attempt == completion.claim.attempt:
             ctx.mark_completing()
 
     def before_start(self, ctx: JobContext, spec: TaskSpec | None) -> bool:
@@ -102,7 +102,7 @@ class Bookkeeper:
         with self._lock:
             for completion, applied in written:
                 ctx = self._inflight.get(completion.claim.job_id)
-                if ctx is not None and ctx.attempt == completion.claim.attempt:
+                if ctx is not None and ctx.claim.attempt == completion.claim.attempt:
                     del self._inflight[completion.claim.job_id]
                 else:
                     ctx = None

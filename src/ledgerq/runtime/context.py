@@ -44,8 +44,10 @@ class JobContext:
 
     @property
     def attempt(self) -> int:
-        """This run's attempt number (1 for the first run); also the fencing token."""
-        return self.job.attempt
+        """This run's number (1 for the first run): claims a rate or concurrency limit
+        postponed without running the job are not counted (``Job.runs``). The fencing token is
+        ``claim.attempt``, which counts every claim."""
+        return self.job.runs
 
     @property
     def claim(self) -> Claim:

@@ -18,6 +18,7 @@ import structlog
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.outcomes import JobOutcome
 from ledgerq.core.ports import Completion
 from ledgerq.core.retry import RetryPolicy
 from ledgerq.core.states import JobState
@@ -212,7 +213,7 @@ class Executor:
                 "job_id": job.id,
                 "queue": job.queue,
                 "task": job.task,
-                "attempt": job.attempt,
+                "attempt": job.runs,
             }
             token = JOB_LOG_CONTEXT.set(fields)
             try:
@@ -273,16 +274,17 @@ class Executor:
             if run.spec.is_async and timeout is not None:
                 message = f"job exceeded its timeout of {timeout:g} s"
                 return outcomes.failed(job, policy, "timeout", None, message, ran)
-            message = f"{type(exc).__name__}: {exc}"
-            return outcomes.failed(job, policy, "exception", exc, message, ran)
+            return outcomes.raised(job, policy, exc, ran)
+        except JobOutcome as outcome:  # the handler decided: Retry, Cancel or Discard
+            ran = time.monotonic() - run.started
+            log.info("job asked for its outcome", outcome=outcome.kind, reason=outcome.reason)
+            return outcomes.asked(job, policy, outcome, ran)
         except Exception as exc:  # user code: record it on the job, never crash the worker
             ran = time.monotonic() - run.started
             message = f"{type(exc).__name__}: {exc}"
-            completion = outcomes.failed(job, policy, "exception", exc, message, ran)
+            completion = outcomes.raised(job, policy, exc, ran)
             if completion.state is JobState.DEAD:
-                log.warning(
-                    "job dead: attempts spent", error=message, max_attempts=job.max_attempts
-                )
+                log.warning("job dead", error=message, runs=job.runs, max_runs=job.max_runs)
             else:
                 log.info("job attempt failed; it will retry", error=message)
             return completion

@@ -110,12 +110,15 @@ def put_back(fence: sa.ColumnElement[bool]) -> sa.Update:
 def postpone(d: Dialect, claim: Claim, delay_seconds: float, error: str | None = None) -> sa.Update:
     """POSTPONE of ``claim``: back to ``scheduled`` in ``delay_seconds`` with
     ``max_attempts + 1``, so the claim that ran nothing costs no attempt (``attempt`` is the
-    fencing token and never drops); ``error`` (JSON), when given, says why."""
+    fencing token and never drops), and ``postponed + 1``, so the runs shown
+    (``Job.runs``: ``attempt - postponed``) count real runs only; ``error`` (JSON), when
+    given, says why."""
     (target,) = POSTPONE.targets
     values: dict[str, Any] = {
         "state": target.value,
         "run_at": d.now_plus(sa.literal(float(delay_seconds), sa.Float)),
         "max_attempts": jobs.c.max_attempts + 1,
+        "postponed": jobs.c.postponed + 1,
         "worker_id": None,
         "lease_expires_at": None,
     }
@@ -151,7 +154,7 @@ def running_rows(which: sa.ColumnElement[bool]) -> sa.Select[Any]:
     started = sa.func.coalesce(jobs.c.claimed_at, jobs.c.started_at).label("started_at")
     columns = (jobs.c.id, jobs.c.attempt, jobs.c.max_attempts, jobs.c.queue, jobs.c.priority)
     return (
-        sa.select(*columns, jobs.c.worker_id, started, jobs.c.workflow_id)
+        sa.select(*columns, jobs.c.worker_id, started, jobs.c.workflow_id, jobs.c.postponed)
         .where(which)
         .order_by(jobs.c.id)
     )
@@ -210,6 +213,7 @@ def requeue_or_bury(
 def _params(row: Any, lost: Lost | None = None) -> dict[str, Any]:
     params: dict[str, Any] = {"f_id": row.id, "f_attempt": row.attempt}
     if lost is not None:
-        error = {"kind": lost.kind, "message": lost.message, "attempt": int(row.attempt)}
+        runs = int(row.attempt) - int(row.postponed)  # as Job.runs: postponed claims aside
+        error = {"kind": lost.kind, "message": lost.message, "attempt": runs}
         params["new_error"] = json.dumps(error)
     return params

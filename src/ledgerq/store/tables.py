@@ -60,6 +60,9 @@ jobs = sa.Table(
     sa.Column("workflow_id", sa.String(64), nullable=True),
     sa.Column("expires_at", Timestamp, nullable=True),
     sa.Column("claimed_at", Timestamp, nullable=True),  # the current attempt's claim
+    # Claims postponed by a limit without running (each also raised max_attempts by one):
+    # the runs shown are attempt - postponed of max_attempts - postponed.
+    sa.Column("postponed", sa.Integer, nullable=False, server_default="0"),
     # Sparse where the dialect allows: most jobs have no dedupe key (migration 0009).
     sa.Index(
         "ix_jobs_dedupe_active",
