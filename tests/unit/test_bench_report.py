@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ledgerq.benchmark import BenchError, bench_report, bench_runner, bench_tables
-from ledgerq.benchmark.bench_report import METRIC_BY_KEY, Cell, Report
+from ledgerq.benchmark import BenchError, bench_cells, bench_report, bench_runner, bench_tables
+from ledgerq.benchmark.bench_cells import METRIC_BY_KEY, Cell
+from ledgerq.benchmark.bench_report import Report
 from ledgerq.cli.commands import bench_cmd
 
 LQ = "ledgerq_postgresql"
@@ -117,16 +118,16 @@ def test_summarize_keeps_target_order_and_only_measured_modes() -> None:
 
 
 def test_throughput_ratio_is_ledgerq_over_peer() -> None:
-    assert bench_report.ratio(METRIC_BY_KEY["drain"], 6000.0, 3000.0) == 2.0
+    assert bench_cells.ratio(METRIC_BY_KEY["drain"], 6000.0, 3000.0) == 2.0
 
 
 def test_latency_ratio_is_peer_over_ledgerq_so_above_one_is_better() -> None:
-    assert bench_report.ratio(METRIC_BY_KEY["latency_p99"], 2.0, 8.0) == 4.0
+    assert bench_cells.ratio(METRIC_BY_KEY["latency_p99"], 2.0, 8.0) == 4.0
 
 
 @pytest.mark.parametrize(("ours", "theirs"), [(None, 1.0), (1.0, None), (1.0, 0.0)])
 def test_ratio_is_none_when_not_comparable(ours: float | None, theirs: float | None) -> None:
-    assert bench_report.ratio(METRIC_BY_KEY["enqueue_bulk"], ours, theirs) is None
+    assert bench_cells.ratio(METRIC_BY_KEY["enqueue_bulk"], ours, theirs) is None
 
 
 def test_ratios_cover_peers_only() -> None:
@@ -151,14 +152,14 @@ def test_ratios_by_target_cover_every_measured_ledgerq_target() -> None:
 def test_trial_ratios_pair_trial_i_with_trial_i() -> None:
     drain = METRIC_BY_KEY["drain"]
     ours = Cell(6.0, (4.0, 6.0, 9.0), "", (1, 2, 3))
-    assert bench_report.trial_ratios(drain, ours, Cell(3.0, (2.0, 3.0, 3.0), "", (1, 2, 3))) == [
+    assert bench_cells.trial_ratios(drain, ours, Cell(3.0, (2.0, 3.0, 3.0), "", (1, 2, 3))) == [
         2.0,
         2.0,
         3.0,
     ]
-    assert bench_report.trial_ratios(drain, ours, Cell(2.0, (2.0, 3.0), "", (1, 2))) == []
+    assert bench_cells.trial_ratios(drain, ours, Cell(2.0, (2.0, 3.0), "", (1, 2))) == []
     two = Cell(5.0, (4.0, 6.0), "", (1, 2))
-    assert bench_report.trial_ratios(drain, two, Cell(2.5, (2.0, 3.0), "", (1, 3))) == []
+    assert bench_cells.trial_ratios(drain, two, Cell(2.5, (2.0, 3.0), "", (1, 3))) == []
 
 
 # -- rows of a Redis run, three trials (test_bench_targets.py uses them too) ---------------

@@ -13,89 +13,19 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ledgerq.benchmark.targets import TargetResult
-
-#: ledgerq on PostgreSQL: the subject of the JSON's ``ratios`` and of the polling targets.
-REFERENCE = "ledgerq_postgresql"
-#: How every ratio is oriented (shown in the JSON output).
-RATIO_ORIENTATION = "above 1.0 = ledgerq better (throughput ledgerq/peer, latency peer/ledgerq)"
-
-
-@dataclass(frozen=True, slots=True)
-class Metric:
-    """One row of the table: a field of one harness mode's result."""
-
-    key: str
-    mode: str
-    field: str
-    label: str
-    unit: str
-    higher_is_better: bool = True
-    partial_field: str | None = None
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("enqueue_single", "enqueue_single", "rate", "enqueue single", "jobs/s"),
-    Metric("enqueue_bulk", "enqueue_bulk", "rate", "enqueue bulk", "jobs/s"),
-    Metric(
-        "drain",
-        "drain",
-        "rate_from_launch",
-        "drain no-op, launch→last",
-        "jobs/s",
-        partial_field="partial_rate",
-    ),
-    Metric(
-        "drain_first",
-        "drain",
-        "rate_first_to_last",
-        "drain no-op, 1st→last",
-        "jobs/s",
-        partial_field="partial_rate_first_to_cap",
-    ),
-    Metric(
-        "io",
-        "io",
-        "rate_from_launch",
-        "io 10 ms x16, launch→last",
-        "jobs/s",
-        partial_field="partial_rate",
-    ),
-    Metric(
-        "io_first",
-        "io",
-        "rate_first_to_last",
-        "io 10 ms x16, 1st→last",
-        "jobs/s",
-        partial_field="partial_rate_first_to_cap",
-    ),
-    Metric("latency_p50", "latency", "p50_ms", "start latency p50", "ms", higher_is_better=False),
-    Metric("latency_p99", "latency", "p99_ms", "start latency p99", "ms", higher_is_better=False),
+from ledgerq.benchmark.bench_cells import (
+    METRIC_BY_KEY,
+    METRICS,
+    RATIO_ORIENTATION,
+    REFERENCE,
+    Cell,
+    Metric,
+    display_name,
+    ratio,
 )
-METRIC_BY_KEY = {m.key: m for m in METRICS}
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    """The median of one metric over a target's trials; ``note`` says what is unusual.
-    ``trial_ids`` holds the ``trial`` of each value in ``trials``, to pair trials of two targets."""
-
-    value: float | None
-    trials: tuple[float, ...] = ()
-    note: str = ""
-    trial_ids: tuple[object, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return {"value": self.value, "trials": list(self.trials), "note": self.note}
-
-
-def display_name(target: str) -> str:
-    """``ledgerq_postgresql`` -> ``ledgerq/postgresql``; peers keep their names."""
-    return target.replace("ledgerq_", "ledgerq/", 1) if target.startswith("ledgerq_") else target
+from ledgerq.benchmark.targets import TargetResult, evaluate_targets
 
 
 def parse_result_line(stdout: str) -> dict[str, Any] | None:
@@ -198,16 +128,6 @@ def problems(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def ratio(metric: Metric, ledgerq: float | None, peer: float | None) -> float | None:
-    """ledgerq's ratio to a peer, above 1.0 when ledgerq is better; None if not comparable."""
-    if ledgerq is None or peer is None:
-        return None
-    numerator, denominator = (ledgerq, peer) if metric.higher_is_better else (peer, ledgerq)
-    if denominator <= 0:
-        return None
-    return numerator / denominator
-
-
 def ratios(
     summary: Mapping[str, Mapping[str, Cell]], reference: str = REFERENCE
 ) -> dict[str, dict[str, float | None]]:
@@ -230,14 +150,6 @@ def ratios_by_target(
     return {t: ratios(summary, t) for t in summary if t.startswith("ledgerq_")}
 
 
-def trial_ratios(metric: Metric, ours: Cell, peer: Cell) -> list[float | None]:
-    """ledgerq's ratio to the peer per trial, trial i with trial i (they ran in one round);
-    empty unless both have the same trials."""
-    if len(ours.trials) != len(peer.trials) or ours.trial_ids != peer.trial_ids:
-        return []
-    return [ratio(metric, a, b) for a, b in zip(ours.trials, peer.trials, strict=True)]
-
-
 @dataclass
 class Report:
     """Everything one ``ledgerq bench`` run shows: cells, ratios and targets."""
@@ -256,7 +168,6 @@ class Report:
         lat_rate: float | None = None,
     ) -> Report:
         """Build the report of harness result rows; ``lat_rate`` is the latency run's pace."""
-        from ledgerq.benchmark.targets import evaluate_targets  # targets.py builds on this module
 
         summary = summarize(rows, lat_rate)
         return cls(

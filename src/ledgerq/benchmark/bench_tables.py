@@ -8,7 +8,8 @@ from itertools import groupby
 from rich.table import Table
 from rich.text import Text
 
-from ledgerq.benchmark.bench_report import Cell, Metric, Report, display_name
+from ledgerq.benchmark.bench_cells import Cell, Metric, display_name
+from ledgerq.benchmark.bench_report import Report
 from ledgerq.benchmark.targets import TargetResult
 
 RATIO_CAPTION = (

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledgerq.benchmark.bench_report import (
+from ledgerq.benchmark.bench_cells import (
     METRIC_BY_KEY,
     REFERENCE,
     Cell,

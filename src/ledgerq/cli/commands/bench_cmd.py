@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ledgerq.benchmark import BenchError, bench_runner, bench_tables, peers
-from ledgerq.benchmark.bench_report import Report, display_name
+from ledgerq.benchmark.bench_cells import display_name
+from ledgerq.benchmark.bench_report import Report
 from ledgerq.cli.cli_context import CliContext, pass_cli
 
 _MODE_ALIASES = {
