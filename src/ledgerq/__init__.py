@@ -42,6 +42,7 @@ if _typing.TYPE_CHECKING:
     from ledgerq.producer.batch_builder import Batch
     from ledgerq.producer.workflow_api import Workflow
     from ledgerq.runtime.context import JobContext
+    from ledgerq.runtime.job_hooks import JobHooks
     from ledgerq.runtime.lock_handles import HeldLock
 
 _IMPORTED_ON_FIRST_USE = {
@@ -54,6 +55,7 @@ _IMPORTED_ON_FIRST_USE = {
     "WorkflowNotFound": "ledgerq.core.workflow",
     "HeldLock": "ledgerq.runtime.lock_handles",
     "JobContext": "ledgerq.runtime.context",
+    "JobHooks": "ledgerq.runtime.job_hooks",
     "LedgerQ": "ledgerq.app.application",
     "Settings": "ledgerq.config.settings",
     "Task": "ledgerq.app.task",
@@ -76,6 +78,7 @@ __all__ = [
     "InvalidSchedule",
     "Job",
     "JobContext",
+    "JobHooks",
     "JobNotFound",
     "JobState",
     "LeaseLost",

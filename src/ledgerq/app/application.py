@@ -37,6 +37,7 @@ from ledgerq.producer.batch_builder import Batch, BatchCall, BatchClient, TaskRe
 from ledgerq.producer.client import Client
 from ledgerq.producer.workflow_api import Workflow, WorkflowEventFeed, Workflows
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.lock_handles import HeldLock, Locks
 from ledgerq.runtime.worker import Worker, new_worker_id
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 ConnectionT = TypeVar("ConnectionT", bound=SqlConnection)
+JobHooksT = TypeVar("JobHooksT", bound=JobHooks)
 #: A task handler: the job context first, then the task's own parameters ``P``.
 Handler: TypeAlias = Callable[Concatenate[JobContext, P], R]
 
@@ -62,6 +64,7 @@ class LedgerQ:
         self._client: Client | None = None
         self._locks: Locks | None = None
         self._rates: RateLimitBackend | None = None
+        self._job_hooks: list[JobHooks] = []
 
     def reconfigure(self, **overrides: object) -> None:
         """Replace settings before the first connection (used for CLI flags such as
@@ -214,6 +217,15 @@ class LedgerQ:
             return Task(self, self.registry.add(spec))
 
         return register(fn) if fn is not None else register
+
+    def add_hooks(self, hooks: JobHooksT) -> JobHooksT:
+        """Register lifecycle hooks (a ``JobHooks`` subclass instance) that every worker of this
+        application calls around each job: ``before_start``, ``after_success``,
+        ``after_failure``, ``when_dead`` (docs/hooks.md). Returns ``hooks``."""
+        if not isinstance(hooks, JobHooks):
+            raise errors.ConfigError(f"add_hooks takes a JobHooks instance, not {hooks!r}")
+        self._job_hooks.append(hooks)
+        return hooks
 
     def rate_limiter(self, name: str, rate: str, *, burst: int = 1) -> RateLimiter:
         """A fleet-wide rate limit for application code: ``app.rate_limiter("login", "5/m",
@@ -374,6 +386,7 @@ class LedgerQ:
             events,
             driver=driver,
             strict=strict,
+            job_hooks=self._job_hooks,
         )
 
     def close(self) -> None:

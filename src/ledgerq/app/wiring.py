@@ -6,7 +6,7 @@ that needs Redis takes ``parts`` and lends that pool's client; ``Parts.close`` c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -22,6 +22,7 @@ from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
+from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.lock_handles import Locks
 from ledgerq.runtime.middleware import FinishedEvents, ItemsMiddleware, JobMiddleware
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
@@ -274,9 +275,10 @@ def build_worker(
     *,
     driver: Driver = "auto",
     strict: bool = False,
+    job_hooks: Sequence[JobHooks] = (),
 ) -> Worker:
     """A worker wired to the store and transport of ``settings``; ``events`` (optional)
-    receives its JobFinished events (metrics)."""
+    receives its JobFinished events (metrics); ``job_hooks`` are the application's."""
     transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
     # A worker on Redis is woken by stop messages, then reads its stop request from the
     # database: the message itself carries no authority.
@@ -299,6 +301,7 @@ def build_worker(
         fleet_store=parts.fleet,
         control=control,
         workflows=parts.workflows,
+        job_hooks=tuple(job_hooks),
     )
     return Worker(deps, options)
 

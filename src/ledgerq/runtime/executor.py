@@ -25,6 +25,7 @@ from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime import outcomes
 from ledgerq.runtime.context import JobContext
+from ledgerq.runtime.job_hooks import HookRunner
 from ledgerq.runtime.log_context import JOB_LOG_CONTEXT
 from ledgerq.runtime.prefetch import PrefetchRoom
 
@@ -49,6 +50,8 @@ class _Run:
     timed_out: bool = False
     in_handler: bool = False
     unwound: threading.Event | None = None  # made only for runs with a timeout
+    value: object = None  # what the handler returned, for the application's hooks
+    error: BaseException | None = None  # what it raised
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -74,6 +77,7 @@ class Executor:
         may_start: Callable[[JobContext], bool] | None = None,
         on_unknown: Callable[[JobContext], Completion | None] | None = None,
         on_hung: Callable[[JobContext], None] | None = None,
+        hooks: HookRunner | None = None,
     ) -> None:
         """``prefetch``: jobs held beyond the running slots, or None to follow the job
         durations (see ``PrefetchRoom``). ``admit`` (optional) is asked before each handler
@@ -83,7 +87,9 @@ class Executor:
         ``on_unknown`` (optional) takes a job of a task the registry lacks and returns its
         outcome, or None if it put the job back; without it such a job fails (and retries).
         ``on_hung`` (optional) hears of a timed-out job whose thread could not be stopped
-        (blocked in C): only ending the process stops it (see ``Worker``)."""
+        (blocked in C): only ending the process stops it (see ``Worker``). ``hooks`` (optional)
+        are the application's ``JobHooks`` (``runtime/job_hooks.py``)."""
+        self._hooks = hooks if hooks else None
         self._registry = registry
         self._may_start_job = may_start
         self._on_unknown = on_unknown
@@ -250,6 +256,15 @@ class Executor:
         return run.spec.timeout_seconds if run.spec else None
 
     def _execute(self, run: _Run, timeout: float | None) -> Completion | None:
+        if self._hooks is None or run.spec is None:
+            return self._outcome(run, timeout)
+        self._hooks.before_start(run.ctx)
+        completion = self._outcome(run, timeout)
+        if completion is not None:
+            self._hooks.report(run.ctx, completion.state, run.value, run.error)
+        return completion
+
+    def _outcome(self, run: _Run, timeout: float | None) -> Completion | None:
         job = run.ctx.job
         policy = run.spec.retry if run.spec else RetryPolicy()
         if run.spec is None:
@@ -268,19 +283,23 @@ class Executor:
             else:
                 value = self._call_sync(run, args, kwargs)
             ran = time.monotonic() - run.started
+            run.value = value
             return outcomes.succeeded(job, self._encode_result(value), ran)
         except TimeoutError as exc:
             ran = time.monotonic() - run.started
+            run.error = exc
             if run.spec.is_async and timeout is not None:
                 message = f"job exceeded its timeout of {timeout:g} s"
                 return outcomes.failed(job, policy, "timeout", None, message, ran)
             return outcomes.raised(job, policy, exc, ran)
         except JobOutcome as outcome:  # the handler decided: Retry, Cancel or Discard
             ran = time.monotonic() - run.started
+            run.error = outcome
             log.info("job asked for its outcome", outcome=outcome.kind, reason=outcome.reason)
             return outcomes.asked(job, policy, outcome, ran)
         except Exception as exc:  # user code: record it on the job, never crash the worker
             ran = time.monotonic() - run.started
+            run.error = exc
             message = f"{type(exc).__name__}: {exc}"
             completion = outcomes.raised(job, policy, exc, ran)
             if completion.state is JobState.DEAD:
@@ -363,7 +382,10 @@ class Executor:
             "job timed out", job_id=run.ctx.job_id, task=run.ctx.job.task, timeout_s=timeout
         )
         ran = time.monotonic() - run.started
-        self._on_complete(outcomes.failed(run.ctx.job, policy, "timeout", None, message, ran))
+        completion = outcomes.failed(run.ctx.job, policy, "timeout", None, message, ran)
+        self._on_complete(completion)
+        if self._hooks is not None:
+            self._hooks.report(run.ctx, completion.state, None, TimeoutError(message))
         run.ctx.request_stop()
         threading.Thread(target=self._write_off, args=(run,), daemon=True).start()
 

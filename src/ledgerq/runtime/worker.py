@@ -22,6 +22,7 @@ from ledgerq.runtime.executor import Executor
 from ledgerq.runtime.fetcher import Fetcher, FetchPolicy
 from ledgerq.runtime.heartbeater import Heartbeater
 from ledgerq.runtime.janitor import Janitor
+from ledgerq.runtime.job_hooks import HookRunner
 from ledgerq.runtime.lease import LeaseGuard
 from ledgerq.runtime.membership import Membership
 from ledgerq.runtime.pacer import Pacer
@@ -106,6 +107,7 @@ class Worker:
             may_start=self._leases.may_start,
             on_unknown=deferrer.handle if deferrer is not None else None,
             on_hung=self._on_hung if options.recycle_when_hung else None,
+            hooks=HookRunner(deps.job_hooks),
         )
         policy = FetchPolicy(
             queues=options.queues,

@@ -17,6 +17,7 @@ from ledgerq.core.ports import (
     WorkflowStore,
 )
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.middleware import JobMiddleware
 from ledgerq.runtime.reconciler import ReconcilePolicy
 
@@ -70,3 +71,5 @@ class WorkerDeps:
     fleet_store: WorkerStore | None = None
     control: ControlChannel | None = None
     workflows: WorkflowStore | None = None
+    job_hooks: Sequence[JobHooks] = ()
+    """The application's lifecycle hooks (``app.add_hooks``), called around each job."""
