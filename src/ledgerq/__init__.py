@@ -14,6 +14,7 @@ from ledgerq.core.errors import (
     InvalidJob,
     InvalidLock,
     InvalidSchedule,
+    JobFailed,
     JobNotFound,
     LeaseLost,
     LedgerqError,
@@ -23,6 +24,7 @@ from ledgerq.core.errors import (
     StoreError,
     StoreUnavailable,
     TaskNotRegistered,
+    WaitTimeout,
 )
 from ledgerq.core.job import EnqueueResult, Job
 from ledgerq.core.retry import RetryPolicy
@@ -39,6 +41,7 @@ if _typing.TYPE_CHECKING:
     from ledgerq.core.schema import MigrationStatus
     from ledgerq.core.workflow import WorkflowNotFound
     from ledgerq.producer.batch_builder import Batch
+    from ledgerq.producer.job_handle import JobHandle
     from ledgerq.producer.workflow_api import Workflow
     from ledgerq.runtime.context import JobContext
     from ledgerq.runtime.lock_handles import HeldLock
@@ -53,6 +56,7 @@ _IMPORTED_ON_FIRST_USE = {
     "WorkflowNotFound": "ledgerq.core.workflow",
     "HeldLock": "ledgerq.runtime.lock_handles",
     "JobContext": "ledgerq.runtime.context",
+    "JobHandle": "ledgerq.producer.job_handle",
     "LedgerQ": "ledgerq.app.application",
     "Settings": "ledgerq.config.settings",
     "Task": "ledgerq.app.task",
@@ -73,6 +77,8 @@ __all__ = [
     "InvalidSchedule",
     "Job",
     "JobContext",
+    "JobFailed",
+    "JobHandle",
     "JobNotFound",
     "JobState",
     "LeaseLost",
@@ -89,6 +95,7 @@ __all__ = [
     "StoreUnavailable",
     "Task",
     "TaskNotRegistered",
+    "WaitTimeout",
     "WorkerOverrides",
     "Workflow",
     "WorkflowNotFound",
