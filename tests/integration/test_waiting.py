@@ -155,3 +155,23 @@ def test_on_postgresql_a_group_completion_notifies_the_jobs_it_finished(
         signal.unwatch(retried.job_id, not_woken)
     finally:
         app.close()
+
+
+def test_a_batch_is_waited_on_until_every_member_finished(app: LedgerQ) -> None:
+    @app.task
+    def square(ctx: JobContext, n: int) -> int:
+        return n * n
+
+    @app.task(max_attempts=1)
+    def broken(ctx: JobContext, n: int) -> int:
+        raise RuntimeError("no")
+
+    batch = app.batch([(square, (2,)), (square, (3,)), (broken, (4,))])
+    assert batch.id is not None
+    with pytest.raises(WaitTimeout, match="0 of 3 members finished"):
+        batch.wait(timeout=0.05)
+    with running_worker(app, **FAST):
+        status = batch.wait(timeout=20)
+    assert status.finished == 3
+    assert status.counts.get(JobState.SUCCEEDED) == 2 and status.counts.get(JobState.DEAD) == 1
+    assert app.batches.wait(batch.id, timeout=0) == status

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -27,6 +28,8 @@ LONGEST_PAUSE = 0.2
 #: With a signal: first and longest pause between reads when no signal came.
 SIGNALLED_FIRST_PAUSE = 0.05
 SIGNALLED_LONGEST_PAUSE = 1.0
+
+T = TypeVar("T")
 
 _ENDED_WITHOUT_RESULT = frozenset({JobState.DEAD, JobState.CANCELLED})
 
@@ -119,6 +122,34 @@ def _read_until_final(
         else:
             woken.wait(pause)
         pause = min(pause * 2, longest)
+
+
+def wait_until_final(
+    read: Callable[[], T],
+    describe: Callable[[T], str | None],
+    what: str,
+    timeout: float | None,
+) -> T:
+    """Call ``read`` with a backoff from 5 ms to 200 ms until ``describe`` of its value is None
+    (final), and return that value; raise ``WaitTimeout`` naming ``what`` and the last
+    description after ``timeout`` seconds (None: without limit). For workflows and batches."""
+    if timeout is not None and (timeout != timeout or timeout < 0):
+        raise ValueError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = FIRST_PAUSE
+    while True:
+        value = read()
+        unfinished = describe(value)
+        if unfinished is None:
+            return value
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                assert timeout is not None
+                raise errors.WaitTimeout(what, timeout, unfinished)
+            pause = min(pause, left)
+        time.sleep(pause)
+        pause = min(pause * 2, LONGEST_PAUSE)
 
 
 def _failure(job: Job) -> errors.JobFailed:

@@ -19,7 +19,7 @@ from ledgerq.core import workflow as wf
 from ledgerq.core.ports import WorkflowSignal, WorkflowStore
 from ledgerq.core.validation import check_text
 from ledgerq.producer.client import Client
-from ledgerq.producer.job_handle import FIRST_PAUSE, LONGEST_PAUSE
+from ledgerq.producer.job_handle import wait_until_final
 
 #: Seconds after which an id missing from the feed (a rolled-back or very slow writer) is no
 #: longer waited for.
@@ -127,22 +127,12 @@ class Workflows:
         its ``state`` and steps); raise ``WaitTimeout`` (a ``TimeoutError``) when it is still
         running after ``timeout`` seconds (None: without limit), ``WorkflowNotFound`` if there
         is none. Reads it with a backoff from 5 ms to 200 ms, as ``app.jobs.wait`` does."""
-        if timeout is not None and (timeout != timeout or timeout < 0):
-            raise ValueError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = FIRST_PAUSE
-        while True:
-            view = self.get(workflow_id)
-            if view.state is not wf.WorkflowState.RUNNING:
-                return view
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    assert timeout is not None
-                    raise errors.WaitTimeout(f"workflow {workflow_id}", timeout, view.state)
-                pause = min(pause, left)
-            time.sleep(pause)
-            pause = min(pause * 2, LONGEST_PAUSE)
+        return wait_until_final(
+            lambda: self.get(workflow_id),
+            lambda view: view.state.value if view.state is wf.WorkflowState.RUNNING else None,
+            f"workflow {workflow_id}",
+            timeout,
+        )
 
     def cancel(self, workflow_id: str) -> wf.WorkflowView:
         """Cancel a running workflow with its unfinished steps."""
