@@ -98,7 +98,6 @@ class LedgerQ:
                 wiring.producer_transport(self.settings),
                 self.registry,
                 self.parts.codec,
-                finished=self.parts.finished,
             )
         return self._client
 

@@ -14,11 +14,6 @@ from ledgerq.store.tables import jobs
 
 #: The LISTEN/NOTIFY channel that wakes idle workers; the payload is the queue name.
 NOTIFY_CHANNEL = "ledgerq_jobs"
-#: The channel a group completion notifies with the ids of the jobs it finished (comma
-#: separated; ``*`` when they would not fit a NOTIFY payload), for ``app.jobs.wait``.
-FINISHED_CHANNEL = "ledgerq_finished"
-#: NOTIFY payloads must stay under 8,000 bytes.
-_MAX_FINISHED_PAYLOAD = 7900
 
 # Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
 # regular expression, which cost more client CPU than the rest of a bulk enqueue together.
@@ -124,14 +119,7 @@ COMPLETE_GROUP = sa.text(
     + "), jobs.claimed_at)"
     + _RUNNING_LOCKED
     + " RETURNING jobs.id, jobs.attempt, jobs.state, jobs.worker_id, jobs.claimed_at,"
-    " jobs.started_at)," + _HISTORY_OF_DONE + ","
-    # One NOTIFY per group for the jobs it finished (not for retries), delivered at commit:
-    # waiters (``app.jobs.wait``) wake instead of polling. Referenced by the SELECT, so it runs.
-    " finished AS (SELECT count(pg_notify('" + FINISHED_CHANNEL + "',"
-    " CASE WHEN length(f.ids) > " + str(_MAX_FINISHED_PAYLOAD) + " THEN '*' ELSE f.ids END))"
-    " AS n FROM (SELECT string_agg(done.id::text, ',') AS ids FROM done"
-    " WHERE done.state <> 'failed') AS f WHERE f.ids IS NOT NULL)"
-    " SELECT done.id, done.attempt FROM done, finished"
+    " jobs.started_at)," + _HISTORY_OF_DONE + " SELECT done.id, done.attempt FROM done"
 )
 
 # Writes the history rows of attempts whose outcomes were written by other statements in the
