@@ -14,6 +14,7 @@ from ledgerq.core.errors import (
     InvalidJob,
     InvalidLock,
     InvalidSchedule,
+    JobFailed,
     JobNotFound,
     LeaseLost,
     LedgerqError,
@@ -23,6 +24,7 @@ from ledgerq.core.errors import (
     StoreError,
     StoreUnavailable,
     TaskNotRegistered,
+    WaitTimeout,
 )
 from ledgerq.core.job import EnqueueResult, Job
 from ledgerq.core.outcomes import Cancel, Discard, Retry
@@ -40,6 +42,7 @@ if _typing.TYPE_CHECKING:
     from ledgerq.core.schema import MigrationStatus
     from ledgerq.core.workflow import WorkflowNotFound
     from ledgerq.producer.batch_builder import Batch
+    from ledgerq.producer.job_handle import JobHandle
     from ledgerq.producer.workflow_api import Workflow
     from ledgerq.runtime.context import JobContext
     from ledgerq.runtime.job_hooks import JobHooks
@@ -56,6 +59,7 @@ _IMPORTED_ON_FIRST_USE = {
     "HeldLock": "ledgerq.runtime.lock_handles",
     "JobContext": "ledgerq.runtime.context",
     "JobHooks": "ledgerq.runtime.job_hooks",
+    "JobHandle": "ledgerq.producer.job_handle",
     "LedgerQ": "ledgerq.app.application",
     "Settings": "ledgerq.config.settings",
     "Task": "ledgerq.app.task",
@@ -78,6 +82,8 @@ __all__ = [
     "InvalidSchedule",
     "Job",
     "JobContext",
+    "JobFailed",
+    "JobHandle",
     "JobHooks",
     "JobNotFound",
     "JobState",
@@ -96,6 +102,7 @@ __all__ = [
     "StoreUnavailable",
     "Task",
     "TaskNotRegistered",
+    "WaitTimeout",
     "WorkerOverrides",
     "Workflow",
     "WorkflowNotFound",

@@ -9,12 +9,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, ParamSpec, Protocol, TypeVar
 
 from ledgerq.core import errors
-from ledgerq.core.job import JOB_OPTION_NAMES, EnqueueResult, JobOptions
+from ledgerq.core.job import JOB_OPTION_NAMES, JobOptions
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.workflow import StepCall
 
 if TYPE_CHECKING:
     from ledgerq.producer.client import Client
+    from ledgerq.producer.job_handle import JobHandle
     from ledgerq.runtime.context import JobContext
 
 P = ParamSpec("P")
@@ -92,13 +93,14 @@ class Task(Generic[P, R]):
         )
         return TaskCall(self, job_options, tx)
 
-    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Create one job; raise ``InvalidJob`` (nothing stored) on a bad request, and
         ``ArgumentsMismatch`` when the arguments do not fit the handler. The typed way to
         give job options is ``options(...)``; as a shorthand, a keyword named like one
         (``queue``, ``priority``, ``delay``, ``run_at``, ``dedupe_key``, ``dedupe_for``,
         ``max_attempts``, ``timeout``, ``held``, ``expires_at``, ``tx``) is taken as that
-        option unless the handler has a parameter of that name, which always wins."""
+        option unless the handler has a parameter of that name, which always wins. The
+        returned handle's ``wait(timeout)`` gives the job's result."""
         named: dict[str, object] = dict(kwargs)
         taken = [name for name in JOB_OPTIONS & named.keys() if not self.spec.takes_keyword(name)]
         tx = named.pop("tx", None) if "tx" in taken else None
@@ -117,7 +119,7 @@ class Task(Generic[P, R]):
         tx: object | None = None,
         dedupe_keys: Sequence[str | None] | None = None,
         dedupe_for: float | timedelta | None = None,
-    ) -> list[EnqueueResult]:
+    ) -> list[JobHandle]:
         """Create one job per item (a tuple of positional or a dict of keyword arguments) in
         one bulk insert; if any item is invalid nothing is stored. ``dedupe_keys`` (one per
         item, None for none) and ``dedupe_for`` work as in ``enqueue``; a key repeated within
@@ -152,7 +154,7 @@ class TaskCall(Generic[P, R]):
         self.job_options = options
         self.tx = tx
 
-    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Create one job with these options (see ``Task.options``)."""
         client = self.task.app.client
         job = client.build(self.task.spec, args, dict(kwargs), self.job_options)

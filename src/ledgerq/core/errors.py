@@ -13,6 +13,8 @@ LedgerqError
 ├── InvalidLock            a bad lock name or TTL
 ├── TaskNotRegistered      no task of that name in the application's registry
 ├── AppNotFound            ``--app module:attribute`` does not name a LedgerQ application
+├── JobFailed              a waited-for job ended dead or cancelled (carries its error)
+├── WaitTimeout            a wait for a job or workflow outlasted its timeout (a TimeoutError)
 └── InvalidJob             a job request was rejected before anything was stored
     ├── PayloadError       arguments are not JSON, too large or too deep
     ├── InvalidQueueName   the queue name breaks the naming rule
@@ -76,6 +78,36 @@ class TaskNotRegistered(LedgerqError):
 
 class AppNotFound(LedgerqError):
     """The ``--app`` / ``LEDGERQ_APP`` reference does not resolve to an application."""
+
+
+class JobFailed(LedgerqError):
+    """A job that was waited for ended without a result: ``dead`` (its attempts spent or
+    buried) or ``cancelled``. ``error_type`` and ``error_message`` are the stored error's
+    (the exception's class name and message of the last attempt), None when none was stored
+    (a job cancelled before it ran)."""
+
+    def __init__(
+        self,
+        job_id: int,
+        state: str,
+        error_type: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        detail = error_message or error_type or "no error recorded"
+        super().__init__(f"job {job_id} ended {state}: {detail}")
+        self.job_id = job_id
+        self.state = state
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class WaitTimeout(LedgerqError, TimeoutError):
+    """A wait for a job (or a workflow) outlasted its timeout; the job is left as it is."""
+
+    def __init__(self, what: str, timeout: float, state: str) -> None:
+        super().__init__(f"{what} still {state} after waiting {timeout:g} s")
+        self.timeout = timeout
+        self.state = state
 
 
 class InvalidJob(LedgerqError):

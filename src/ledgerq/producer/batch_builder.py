@@ -13,6 +13,7 @@ from ledgerq.core.job import EnqueueResult, JobHint, JobOptions, NewJob
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.validation import MAX_JOB_ID
+from ledgerq.producer.job_handle import wait_until_final
 
 #: The ``JobOptions`` a batch member takes (``Batch.add``); its other keyword arguments are
 #: task arguments.
@@ -102,6 +103,12 @@ class Batch:
         self.job_ids = [r.job_id for r in results]
         return self.id
 
+    def wait(self, timeout: float | None = None) -> BatchStatus:
+        """The stored batch once every member finished (see ``BatchClient.wait``)."""
+        if self.id is None:
+            raise errors.InvalidJob("the batch is not enqueued yet")
+        return wait_for_batch(self._store, self.id, timeout)
+
     def __enter__(self) -> Batch:
         return self
 
@@ -182,11 +189,31 @@ class BatchClient:
         """The batch and its members per state; ``BatchNotFound`` if unknown."""
         return self._store.get_batch(_storable(batch_id))
 
+    def wait(self, batch_id: int, timeout: float | None = None) -> BatchStatus:
+        """The batch once every member finished (succeeded, dead or cancelled: look at its
+        ``counts``; a member's failure does not raise) and its callbacks were queued; raise
+        ``WaitTimeout`` (a ``TimeoutError``) after ``timeout`` seconds (None: without limit).
+        Reads it with a backoff from 5 ms to 200 ms."""
+        return wait_for_batch(self._store, _storable(batch_id), timeout)
+
     def retry_failed(self, batch_id: int) -> list[int]:
         """Queue the batch's dead and failed members again now; return their ids."""
         hints = self._store.retry_failed(_storable(batch_id))
         self._announce(hints)
         return [h.job_id for h in hints]
+
+
+def wait_for_batch(store: BatchStore, batch_id: int, timeout: float | None) -> BatchStatus:
+    """Read the batch until every member finished."""
+
+    def unfinished(status: BatchStatus) -> str | None:
+        if status.finished >= status.size:
+            return None
+        return f"unfinished ({status.finished} of {status.size} members finished)"
+
+    return wait_until_final(
+        lambda: store.get_batch(batch_id), unfinished, f"batch {batch_id}", timeout
+    )
 
 
 def _storable(batch_id: int) -> int:

@@ -23,6 +23,7 @@ from ledgerq.core.ports import JobStore, Transport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.validation import check_job_id, check_seconds, check_text
+from ledgerq.producer.job_handle import JobHandle, wait_for_job
 
 MAX_PRIORITY = 32767
 
@@ -103,10 +104,11 @@ class Client:
             expires_at=o.expires_at,
         )
 
-    def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[EnqueueResult]:
-        """Insert ``jobs`` in one bulk write. With ``tx`` (a connection inside the caller's
-        transaction) the jobs exist only if that transaction commits. Their ids go to the
-        transport once the rows committed; a transport failure never fails the enqueue."""
+    def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[JobHandle]:
+        """Insert ``jobs`` in one bulk write and return a handle per job (``wait`` on it for
+        the result). With ``tx`` (a connection inside the caller's transaction) the jobs exist
+        only if that transaction commits. Their ids go to the transport once the rows
+        committed; a transport failure never fails the enqueue."""
 
         def committed(results: list[EnqueueResult]) -> None:
             accepted = [
@@ -126,7 +128,15 @@ class Client:
                 for queue, count in Counter(job.queue for job, _ in accepted).items():
                     self._events.emit(JobsEnqueued(queue, count))
 
-        return self.store.insert_jobs(jobs, connection=tx, on_commit=committed)
+        results = self.store.insert_jobs(jobs, connection=tx, on_commit=committed)
+        return [JobHandle(result, self) for result in results]
+
+    def wait(self, job_id: int, timeout: float | None = None) -> object:
+        """The job's return value (decoded from JSON) once it succeeded. Raise ``JobFailed``
+        when it ended dead or cancelled, ``WaitTimeout`` (a ``TimeoutError``) when it is still
+        unfinished after ``timeout`` seconds (None: without limit), ``JobNotFound`` if there
+        is no such job. Reads the job with a backoff from 5 ms to 200 ms."""
+        return wait_for_job(self.store, self._codec, check_job_id(job_id), timeout)
 
     def announce(self, hints: Sequence[JobHint]) -> None:
         """Send hints of committed queued jobs; if the transport fails, the jobs are still in

@@ -2,7 +2,8 @@
 operate on stored workflows (``Workflows``), and follow their event feed (``WorkflowEventFeed``).
 
 The feed is read from the ledger's ``workflow_events`` table from a cursor, so no event is lost;
-a ``WorkflowSignal`` (Redis pub/sub) only wakes readers early instead of at the next poll.
+a ``WorkflowSignal`` (Redis pub/sub) only wakes readers early instead of at the next poll. A
+feed of one workflow ends at that workflow's final event (``workflow:finished``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ledgerq.core import workflow as wf
 from ledgerq.core.ports import WorkflowSignal, WorkflowStore
 from ledgerq.core.validation import check_text
 from ledgerq.producer.client import Client
+from ledgerq.producer.job_handle import wait_until_final
 
 #: Seconds after which an id missing from the feed (a rolled-back or very slow writer) is no
 #: longer waited for.
@@ -120,6 +122,18 @@ class Workflows:
         """Newest first, optionally only those in ``state``."""
         return self.store.list_workflows(state=state, limit=limit)
 
+    def wait(self, workflow_id: str, timeout: float | None = None) -> wf.WorkflowView:
+        """The workflow once it is final (``succeeded``, ``failed`` or ``cancelled``: look at
+        its ``state`` and steps); raise ``WaitTimeout`` (a ``TimeoutError``) when it is still
+        running after ``timeout`` seconds (None: without limit), ``WorkflowNotFound`` if there
+        is none. Reads it with a backoff from 5 ms to 200 ms, as ``app.jobs.wait`` does."""
+        return wait_until_final(
+            lambda: self.get(workflow_id),
+            lambda view: view.state.value if view.state is wf.WorkflowState.RUNNING else None,
+            f"workflow {workflow_id}",
+            timeout,
+        )
+
     def cancel(self, workflow_id: str) -> wf.WorkflowView:
         """Cancel a running workflow with its unfinished steps."""
         return self.store.cancel_workflow(_storable(workflow_id))
@@ -178,7 +192,9 @@ class WorkflowEventFeed:
         return found
 
     def events(self, *, timeout: float | None = None) -> Iterator[wf.WorkflowEvent]:
-        """Yield events as they come, until ``close`` or ``timeout`` seconds pass."""
+        """Yield events as they come, until ``close`` or ``timeout`` seconds pass; a feed of
+        one workflow also ends after that workflow's final event (``workflow:finished``) once
+        the workflow is final (a retried workflow runs on, and so does its feed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed.is_set():
             self._wake.clear()
@@ -187,10 +203,22 @@ class WorkflowEventFeed:
             except errors.StoreError:
                 found = []  # the database is away: the cursor holds, try at the next poll
             yield from found
+            if any(e.type == wf.WORKFLOW_FINISHED for e in found) and self._ended():
+                return
             left = self._poll_interval if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return
             self._wake.wait(min(left, self._poll_interval))
+
+    def _ended(self) -> bool:
+        """Whether this feed's workflow is final now (never for a feed of every workflow)."""
+        if self.workflow_id is None:
+            return False
+        try:
+            state = self._store.get_workflow(self.workflow_id).state
+        except errors.StoreError:
+            return False  # read again at the next poll
+        return state is not wf.WorkflowState.RUNNING
 
     def subscribe(self, handler: Callable[[wf.WorkflowEvent], None]) -> None:
         """Call ``handler(event)`` for every event from a thread of the feed, until ``close``."""

@@ -1,0 +1,134 @@
+"""Waiting for a job's result: ``JobHandle`` (what ``Task.enqueue`` returns) and the wait
+loop behind ``Client.wait``.
+
+The wait reads the job's row until it is final, with a backoff from 5 ms to 200 ms between
+reads: a job finishing within a few milliseconds is seen within a few more, and a long wait
+costs one indexed primary-key read per 200 ms. It does not listen for completions (see
+docs/tasks.md, "Waiting for a result", for why).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from ledgerq.core import errors
+from ledgerq.core.codec import PayloadCodec
+from ledgerq.core.job import EnqueueResult, Job
+from ledgerq.core.ports import JobStore
+from ledgerq.core.states import JobState
+
+#: First and longest pause between two reads of a waited-for job, in seconds.
+FIRST_PAUSE = 0.005
+LONGEST_PAUSE = 0.2
+
+T = TypeVar("T")
+
+_ENDED_WITHOUT_RESULT = frozenset({JobState.DEAD, JobState.CANCELLED})
+
+
+class Waiter(Protocol):
+    """What a handle waits through (the ``Client`` is one)."""
+
+    def wait(self, job_id: int, timeout: float | None = None) -> object:
+        """The job's decoded result once it succeeded."""
+        ...
+
+
+class JobHandle(EnqueueResult):
+    """An ``EnqueueResult`` that can be waited on: ``handle.wait(timeout)``. ``job_id`` and
+    ``duplicate`` are as the enqueue reported them (a duplicate's handle waits on the job
+    that already held the dedupe key); it compares equal to the ``EnqueueResult`` of the
+    same values."""
+
+    __slots__ = ("_waiter",)
+    _waiter: Waiter
+
+    def __init__(self, result: EnqueueResult, waiter: Waiter) -> None:
+        super().__init__(result.job_id, result.duplicate)
+        object.__setattr__(self, "_waiter", waiter)
+
+    def wait(self, timeout: float | None = None) -> object:
+        """The job's return value (decoded from JSON) once it succeeded. Raise ``JobFailed``
+        when it ended dead or cancelled, ``WaitTimeout`` (a ``TimeoutError``) when it is
+        still unfinished after ``timeout`` seconds (None: wait without limit)."""
+        return self._waiter.wait(self.job_id, timeout)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EnqueueResult):
+            return (self.job_id, self.duplicate) == (other.job_id, other.duplicate)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.job_id, self.duplicate))
+
+
+def wait_for_job(
+    store: JobStore, codec: PayloadCodec, job_id: int, timeout: float | None
+) -> object:
+    """Read the job until it is final; see ``JobHandle.wait``."""
+    if timeout is not None and (timeout != timeout or timeout < 0):
+        raise ValueError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = FIRST_PAUSE
+    while True:
+        job = store.get_job(job_id)
+        if job.state is JobState.SUCCEEDED:
+            return None if job.result_json is None else codec.decode(job.result_json)
+        if job.state in _ENDED_WITHOUT_RESULT:
+            raise _failure(job)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                assert timeout is not None
+                raise errors.WaitTimeout(f"job {job_id}", timeout, job.state.value)
+            pause = min(pause, left)
+        time.sleep(pause)
+        pause = min(pause * 2, LONGEST_PAUSE)
+
+
+def wait_until_final(
+    read: Callable[[], T],
+    describe: Callable[[T], str | None],
+    what: str,
+    timeout: float | None,
+) -> T:
+    """Call ``read`` with a backoff from 5 ms to 200 ms until ``describe`` of its value is None
+    (final), and return that value; raise ``WaitTimeout`` naming ``what`` and the last
+    description after ``timeout`` seconds (None: without limit). For workflows and batches."""
+    if timeout is not None and (timeout != timeout or timeout < 0):
+        raise ValueError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = FIRST_PAUSE
+    while True:
+        value = read()
+        unfinished = describe(value)
+        if unfinished is None:
+            return value
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                assert timeout is not None
+                raise errors.WaitTimeout(what, timeout, unfinished)
+            pause = min(pause, left)
+        time.sleep(pause)
+        pause = min(pause * 2, LONGEST_PAUSE)
+
+
+def _failure(job: Job) -> errors.JobFailed:
+    error_type = message = None
+    if job.error_json:
+        try:
+            stored = json.loads(job.error_json)
+        except ValueError:
+            stored = {"message": job.error_json}
+        if isinstance(stored, dict):
+            error_type = _text(stored.get("type")) or _text(stored.get("kind"))
+            message = _text(stored.get("message"))
+    return errors.JobFailed(job.id, job.state.value, error_type, message)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
