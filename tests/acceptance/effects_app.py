@@ -80,7 +80,7 @@ def effects_engine(url: str) -> sa.Engine:
 
 def record(engine: sa.Engine, ctx: JobContext, key: str) -> None:
     """Write ``key``'s effect, or a ``duplicates`` row if it was written before."""
-    row = {"key": key, "job_id": ctx.job_id, "attempt": ctx.attempt}
+    row = {"key": key, "job_id": ctx.job_id, "attempt": ctx.claim.attempt}  # the fencing token
     try:
         with engine.begin() as conn:
             conn.execute(effects.insert().values(row))
@@ -93,7 +93,7 @@ def work(engine: sa.Engine, ctx: JobContext, key: str, seconds: float, rerun: fl
     """Record the start, then work ``seconds`` (``rerun`` from the second attempt on, if
     given). False if the worker asked the run to stop first."""
     with engine.begin() as conn:
-        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.claim.attempt))
     if ctx.attempt > 1 and rerun is not None:
         seconds = rerun
     deadline = time.monotonic() + seconds
@@ -106,7 +106,7 @@ def stubborn_body(engine: sa.Engine, ctx: JobContext, key: str, seconds: float) 
     """Record the start; the first attempt sleeps ``seconds`` ignoring every stop request and
     ownership change, later attempts return at once. Returns ``key@attempt``."""
     with engine.begin() as conn:
-        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.claim.attempt))
     if ctx.attempt == 1:
         time.sleep(seconds)
     return f"{key}@{ctx.attempt}"
@@ -121,7 +121,7 @@ def block_in_c(
     in libc's ``sleep`` called through ``ctypes.PyDLL``, which keeps the GIL all along, as a
     C extension that never releases it does: no other thread of the process runs."""
     with engine.begin() as conn:
-        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.attempt))
+        conn.execute(starts.insert().values(key=key, job_id=ctx.job_id, attempt=ctx.claim.attempt))
     if ctx.attempt == 1:
         with contextlib.suppress(BaseException):  # the careless handler under test
             if hold_gil:
@@ -134,7 +134,7 @@ def block_in_c(
 def _wait_until_put_back(engine: sa.Engine, ctx: JobContext) -> None:
     # Poll the ledger until this attempt no longer holds the job.
     held = sa.select(jobs.c.id).where(
-        jobs.c.id == ctx.job_id, jobs.c.attempt == ctx.attempt, jobs.c.state == "running"
+        jobs.c.id == ctx.job_id, jobs.c.attempt == ctx.claim.attempt, jobs.c.state == "running"
     )
     while True:
         with engine.connect() as conn:

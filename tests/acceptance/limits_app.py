@@ -56,7 +56,7 @@ class _Run:
     def __init__(self, url: str, task: str, ctx: JobContext) -> None:
         self._engine = _engine(url)
         with self._engine.begin() as conn:
-            row = {"task": task, "job_id": ctx.job_id, "attempt": ctx.attempt}
+            row = {"task": task, "job_id": ctx.job_id, "attempt": ctx.claim.attempt}
             self._id = conn.execute(runs.insert().values(began=time.time(), **row))
             self._id = self._id.inserted_primary_key[0]  # type: ignore[index]
 
