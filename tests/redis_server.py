@@ -3,6 +3,7 @@ without touching the shared server or other tests."""
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -19,6 +20,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive free TCP ports, below the ephemeral range.
+
+    A run taken from the ephemeral range can lose its later ports to any outgoing
+    connection the parallel tests open, so the run is drawn from 20000-32000.
+    """
+    for _ in range(200):
+        first = random.randrange(20000, 32000 - count)
+        if all(_bindable(first + offset) for offset in range(count)):
+            return first
+    raise RuntimeError(f"no run of {count} free ports found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 class RedisServer:

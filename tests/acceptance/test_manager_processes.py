@@ -117,10 +117,10 @@ def test_each_managed_child_gets_its_own_health_port(ledger: Make, procs: Procs)
     import http.client
     import urllib.request
 
-    from tests.redis_server import free_port
+    from tests.redis_server import free_port_run
 
     db = ledger("sqlite")
-    port = free_port()
+    port = free_port_run(2)
     manager = procs.worker(db.url, "--processes", "2", "--health-port", str(port), env=FLEET_ENV)
 
     def live(p: int) -> bool:
