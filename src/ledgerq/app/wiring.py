@@ -23,6 +23,7 @@ from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.job_hooks import JobHooks
+from ledgerq.runtime.job_log import job_log_lines
 from ledgerq.runtime.lock_handles import Locks
 from ledgerq.runtime.middleware import FinishedEvents, ItemsMiddleware, JobMiddleware
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
@@ -301,7 +302,7 @@ def build_worker(
         fleet_store=parts.fleet,
         control=control,
         workflows=parts.workflows,
-        job_hooks=tuple(job_hooks),
+        job_hooks=(job_log_lines(every_job=settings.log_jobs), *job_hooks),
     )
     return Worker(deps, options)
 

@@ -17,6 +17,7 @@ import structlog
 from ledgerq.cli import logs
 from ledgerq.cli.cli_context import CliContext
 from ledgerq.cli.lazy import LazyGroup
+from ledgerq.cli.text_log import TextRenderer
 from ledgerq.config.settings import load_settings
 from ledgerq.core import errors
 from ledgerq.runtime.log_context import merge_job_context
@@ -36,11 +37,7 @@ class _CurrentStderr:
 def configure_logging(level: str, fmt: str) -> None:
     """Route structlog to stderr as text or JSON lines."""
     renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(
-            colors=False, exception_formatter=structlog.dev.plain_traceback
-        )
+        structlog.processors.JSONRenderer() if fmt == "json" else TextRenderer()
     )
     structlog.configure(
         processors=[

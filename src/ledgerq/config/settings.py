@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     """Least severe log level shown. Defaults to INFO."""
     log_format: Literal["json", "text"] = "text"
     """``json`` for machines, ``text`` for people. Defaults to text."""
+    log_jobs: bool = True
+    """Whether workers log a line when each job starts and succeeds (failed, cancelled and dead
+    attempts are always logged). Turn off for high volume. Defaults to on."""
     api_token: SecretStr | None = None
     """Admin bearer token(s) of the HTTP API, comma-separated for rotation; unset means
     ``ledgerq serve`` makes a one-off token and binds loopback only. Defaults to unset."""

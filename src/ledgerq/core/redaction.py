@@ -10,6 +10,7 @@ an error keeps saying what went wrong and where.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -45,8 +46,8 @@ def _mask_pair(match: re.Match[str]) -> str:
 
 def mask_text(text: str) -> str:
     """``text`` with URL passwords and ``name=value`` secrets replaced by ``***``."""
-    if not text:
-        return text
+    if not text or ("=" not in text and ":" not in text):
+        return text  # every pattern needs one of them: spare the regexes (a log line's hot path)
     return KEY_VALUE.sub(_mask_pair, URL_PASSWORD.sub(rf"\g<1>{MASK}@", text))
 
 
@@ -63,7 +64,13 @@ def mask_url(url: str) -> str:
 
 def is_secret_name(key: object) -> bool:
     """Whether a mapping key (argument name, log field) names a secret."""
-    return isinstance(key, str) and bool(SECRET_NAME.search(key))
+    return isinstance(key, str) and _secret_name(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _secret_name(key: str) -> bool:
+    # Log fields and argument names come from a small set: look each up once.
+    return bool(SECRET_NAME.search(key))
 
 
 def mask_value(value: Any) -> Any:

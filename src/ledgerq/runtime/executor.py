@@ -21,7 +21,6 @@ from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.outcomes import JobOutcome
 from ledgerq.core.ports import Completion
 from ledgerq.core.retry import RetryPolicy
-from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.runtime import outcomes
 from ledgerq.runtime.context import JobContext
@@ -295,18 +294,11 @@ class Executor:
         except JobOutcome as outcome:  # the handler decided: Retry, Cancel or Discard
             ran = time.monotonic() - run.started
             run.error = outcome
-            log.info("job asked for its outcome", outcome=outcome.kind, reason=outcome.reason)
             return outcomes.asked(job, policy, outcome, ran)
         except Exception as exc:  # user code: record it on the job, never crash the worker
             ran = time.monotonic() - run.started
-            run.error = exc
-            message = f"{type(exc).__name__}: {exc}"
-            completion = outcomes.raised(job, policy, exc, ran)
-            if completion.state is JobState.DEAD:
-                log.warning("job dead", error=message, runs=job.runs, max_runs=job.max_runs)
-            else:
-                log.info("job attempt failed; it will retry", error=message)
-            return completion
+            run.error = exc  # the worker's job lines (``runtime/job_log.py``) report it
+            return outcomes.raised(job, policy, exc, ran)
 
     def _call_sync(self, run: _Run, args: list[Any], kwargs: dict[str, Any]) -> Any:
         assert run.spec is not None
