@@ -143,7 +143,12 @@ def test_ids_pushed_five_times_to_four_racing_workers_run_once(
     ids = [r.job_id for r in db.effects.record_effect.enqueue_many([(k,) for k in keys])]
     hints = [JobHint(job_id, "default", 0) for job_id in ids]
     env = redis_env(
-        redis_server, "race", LEDGERQ_RECONCILE_INTERVAL="600", LEDGERQ_POLL_INTERVAL="5"
+        redis_server,
+        "race",
+        LEDGERQ_RECONCILE_INTERVAL="600",
+        LEDGERQ_POLL_INTERVAL="5",
+        LEDGERQ_LOG_LEVEL="DEBUG",  # the stopped worker's counters are a DEBUG line
+        LEDGERQ_LOG_JOBS="false",
     )
     pusher = RedisTransport(redis_server.url, namespace="race")
     try:

@@ -243,12 +243,13 @@ class Worker:
         while self._fetcher.thread.is_alive() and not self._stop_requested:
             self._fetcher.thread.join(0.05)
         self._group.stop()
-        log.info(
-            "worker stopped",
+        log.info("worker stopped", worker_id=self.id, **dict(self.stats.outcomes))
+        # Internal counters (also in the metrics and ``worker start --json``), for debugging.
+        log.debug(
+            "worker counters",
             worker_id=self.id,
             dropped_hints=self.stats.dropped_hints,
             refused=self.stats.refused,
-            **dict(self.stats.outcomes),
         )
         return self.stats
 
