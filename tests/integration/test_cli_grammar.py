@@ -105,3 +105,36 @@ def test_show_and_list_are_text_a_person_reads(
     listed = output_of(capsys, "job", "list")
     assert "[red]x" in listed  # a message's markup is shown, not applied
     assert max(len(line) for line in listed.splitlines()) <= 80
+
+
+def test_stats_and_worker_tables_read_at_80_columns(
+    app_module: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    output_of(capsys, "job", "enqueue", "add", "--args", "[1, 2]", "--queue", "emails-high-prio")
+    output_of(capsys, "job", "enqueue", "boom", "--args", '["x"]')
+    queues = "default,emails-high-prio,reports-nightly"
+    assert main(["worker", "start", "--burst", "--queues", queues]) == 0
+    output_of(capsys, "job", "enqueue", "add", "--args", "[3, 4]")
+    stats = output_of(capsys, "queue", "stats")
+    assert max(len(line) for line in stats.splitlines()) <= 80
+    assert "emails-high-prio" in stats and "…" not in stats  # names and headers whole
+    for header in ("queued", "running", "succeeded", "dead"):
+        assert header in stats
+    workers = output_of(capsys, "worker", "list", "--all")
+    assert max(len(line) for line in workers.splitlines()) <= 80
+    worker_id = json.loads(output_of(capsys, "worker", "list", "--all", "--json"))[0]["worker_id"]
+    assert worker_id in workers  # the id a person copies is on one line
+
+
+def test_schedule_table_reads_at_80_columns(
+    app_module: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    add = ["schedule", "add", "nightly-rollup", "--task", "add", "--cron", "*/5 * * * *"]
+    output_of(capsys, *add, "--queue", "maintenance")
+    listed = output_of(capsys, "schedule", "list")
+    assert max(len(line) for line in listed.splitlines()) <= 80
+    for whole in ("nightly-rollup", "*/5 * * * *", "maintenance", "skip/allow", "next run"):
+        assert whole in listed
+    assert "…" not in listed

@@ -36,13 +36,15 @@ def worker_dict(w: fleet.WorkerRecord) -> dict[str, Any]:
 def workers_table(workers: list[fleet.WorkerRecord]) -> Table:
     """One row per worker."""
     table = Table(title="workers")
-    for column in ("worker", "state", "queues", "heartbeat", "in flight", "done", "stop"):
+    # The id is what a person copies into ``worker stop``: never folded; queues wrap at commas.
+    table.add_column("worker", no_wrap=True)
+    for column in ("state", "queues", "heartbeat", "in flight", "done", "stop"):
         table.add_column(column, overflow="fold")
     for w in workers:
         table.add_row(
             w.worker_id,
             w.state.value,
-            ",".join(w.queues),
+            ", ".join(w.queues),
             f"{w.heartbeat_age_seconds:.1f} s ago",
             str(w.jobs_in_flight),
             str(w.jobs_processed),

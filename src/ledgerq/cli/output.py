@@ -88,8 +88,12 @@ def counts_table(
     running jobs a worker holds in its prefetch (``waiting``, per queue)."""
     waiting = waiting or {}
     table = Table(title="jobs per queue and state")
-    table.add_column("queue")
-    states = list(JobState)
+    table.add_column("queue", no_wrap=True)
+    # Only the states some queue has (queued and running always), so the table stays readable
+    # at 80 columns; ``--json`` gives every state.
+    present = {state for (_, state), count in counts.items() if count}
+    always = {JobState.QUEUED, JobState.RUNNING}
+    states = [state for state in JobState if state in present or state in always]
     for state in states:
         table.add_column(state.value, justify="right")
         if state is JobState.RUNNING:

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 
 import click
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from ledgerq.app import schedule_ops
@@ -26,21 +28,42 @@ def group() -> None:
     """Manage periodic schedules (code-declared ones appear once a scheduler has started)."""
 
 
-def _table(states: list[ScheduleState]) -> Table:
-    table = Table(title="schedules")
-    for column in ("name", "cron", "task", "state", "policies", "next tick (UTC)"):
-        table.add_column(column, overflow="fold")
-    for state in states:
-        s = state.schedule
-        table.add_row(
-            s.name,
-            f"{s.cron} ({s.tz})",
-            f"{s.task} -> {s.queue}" if s.queue else s.task,
-            "paused" if state.paused else "active",
-            f"missed={s.missed.value} overlap={s.overlap.value} ({s.source.value})",
-            state.next_tick.strftime("%Y-%m-%d %H:%M:%S") if state.next_tick else "-",
-        )
+def _table(states: list[ScheduleState], width: int) -> Table:
+    """The schedules in ``width`` columns: every cell but the name gets the width its longest
+    line needs (cells break only between their parts); the name takes what is left, folding
+    only when a terminal is too narrow for it."""
+    rows = [_cells(state) for state in states]
+    headers = ("name", "cron", "task", "state", "policy", "next run")
+    needed = [
+        max([len(header)] + [len(line) for row in rows for line in row[i].split("\n")])
+        for i, header in enumerate(headers)
+    ]
+    # Two blanks between cells (padding collapsed) and one at each edge.
+    room = width - sum(needed[1:]) - 2 * len(headers)
+    table = Table(
+        title="schedules (times in UTC)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column(headers[0], overflow="fold", width=max(8, min(needed[0], room)))
+    for header, need in zip(headers[1:], needed[1:], strict=True):
+        table.add_column(header, width=need, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
     return table
+
+
+def _cells(state: ScheduleState) -> tuple[str, ...]:
+    s = state.schedule
+    return (
+        s.name,
+        s.cron if s.tz == "UTC" else f"{s.cron}\n({s.tz})",
+        f"{s.task}\n-> {s.queue}" if s.queue else s.task,
+        "paused" if state.paused else "active",
+        f"{s.missed.value}/{s.overlap.value}\n({s.source.value})",
+        state.next_tick.strftime("%m-%d\n%H:%M:%S") if state.next_tick else "-",
+    )
 
 
 def _ops(cli: CliContext) -> ScheduleOps:
@@ -57,7 +80,7 @@ def list_schedules(cli: CliContext, local_json: bool) -> int:
     if cli.as_json or local_json:
         cli.emit_json([s.as_dict() for s in states])
     else:
-        cli.console.print(_table(states))
+        cli.console.print(_table(states, cli.console.width))
     return 0
 
 
