@@ -108,6 +108,14 @@ def exec_argv(line: str, env: Mapping[str, str], instance: str) -> list[str]:
     return argv
 
 
+def substitute(text: str, old: str, new: str, count: int = 1) -> str:
+    """``text`` with ``old`` (a regex) replaced; fails unless it occurs ``count`` times, so a
+    change to the shipped file shows up here rather than being silently skipped."""
+    found = len(re.findall(old, text, flags=re.MULTILINE))
+    assert found == count, f"{old!r} occurs {found} times in the shipped file, not {count}"
+    return re.sub(old, new.replace("\\", "\\\\"), text, flags=re.MULTILINE)
+
+
 def with_local_ledgerq(argv: Sequence[str]) -> list[str]:
     """``argv`` with the deployed ``.../bin/ledgerq`` replaced by this checkout's."""
     assert argv and argv[0].endswith("/bin/ledgerq"), argv

@@ -5,6 +5,7 @@ environment), and the HEALTHCHECK command is run against them."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import secrets
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.deploy.deploy_files import (
@@ -195,3 +197,21 @@ def test_compose_services_run_with_redis_password(
             services.stop(proc)
     finally:
         server.stop()
+
+
+def test_healthcheck_reads_each_documented_command() -> None:
+    """Where the check asks, for the commands the Dockerfile and compose.yaml document."""
+    spec = importlib.util.spec_from_file_location("healthcheck", DOCKER / "healthcheck.py")
+    assert spec and spec.loader
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    python = ["/usr/local/bin/python", "/usr/local/bin/ledgerq"]
+    url = check.health_url
+    assert url([*python, "serve", "--host", "0.0.0.0"]) == "http://127.0.0.1:8000/health/live"
+    assert url([*python, "serve", "--port=9000"]) == "http://127.0.0.1:9000/health/live"
+    worker = [*python, "worker", "start", "--health-port", "9100", "--health-host", "0.0.0.0"]
+    assert url(worker) == "http://127.0.0.1:9100/health/live"
+    assert url([*python, "db", "migrate"]) is None  # one-shot: healthy while it runs
+    with pytest.raises(SystemExit, match="no --health-port"):
+        url([*python, "worker", "start"])
+    assert check.main(["ledgerq-healthcheck", "999999999"]) == 1  # no such process

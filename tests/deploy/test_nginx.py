@@ -28,8 +28,8 @@ from tests.deploy.deploy_files import (
     http_request,
     http_status,
     need_tool,
+    substitute,
 )
-from tests.deploy.test_supervisor import substitute
 from tests.helpers import wait_until
 from tests.redis_server import free_port
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
@@ -22,19 +21,12 @@ from tests.deploy.deploy_files import (
     free_port_block,
     http_status,
     need_tool,
+    substitute,
 )
 from tests.helpers import wait_until
 from tests.redis_server import free_port
 
 WORKERS = 2
-
-
-def substitute(text: str, old: str, new: str, count: int = 1) -> str:
-    """``text`` with ``old`` (a regex) replaced; fails unless it occurs ``count`` times, so a
-    change to the shipped file shows up here rather than being silently skipped."""
-    found = len(re.findall(old, text, flags=re.MULTILINE))
-    assert found == count, f"{old!r} occurs {found} times in the shipped file, not {count}"
-    return re.sub(old, new.replace("\\", "\\\\"), text, flags=re.MULTILINE)
 
 
 def program_file(tmp_path: Path, app_dir: Path, url: str, prefix: int, serve_port: int) -> Path:
