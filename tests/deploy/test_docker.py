@@ -215,3 +215,14 @@ def test_healthcheck_reads_each_documented_command() -> None:
     with pytest.raises(SystemExit, match="no --health-port"):
         url([*python, "worker", "start"])
     assert check.main(["ledgerq-healthcheck", "999999999"]) == 1  # no such process
+
+
+def test_compose_publishes_ports_on_host_loopback_only() -> None:
+    """Every published port (the health and API ports included) binds 127.0.0.1 of the host;
+    the workers publish none (their health port stays inside the container)."""
+    services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
+    published = [(name, p) for name, s in services.items() for p in s.get("ports", [])]
+    assert published, "serve publishes its port"
+    for name, port in published:
+        assert str(port).startswith("127.0.0.1:"), (name, port)
+    assert "ports" not in services["worker"]
