@@ -175,6 +175,12 @@ def test_compose_services_run_with_redis_password(
             )
             assert proc.poll() is None, services.log(proc)
 
+        # compose's own check of serve (readiness) passes as well.
+        check = compose["services"]["serve"]["healthcheck"]["test"]
+        assert check[:2] == ["CMD", "python"] and "127.0.0.1:8000/" in check[-1], check
+        code = [*check[2:-1], check[-1].replace(":8000/", f":{ports['8000']}/")]
+        assert subprocess.run([sys.executable, *code], timeout=10, check=False).returncode == 0
+
         base = f"http://127.0.0.1:{ports['8000']}"
         auth = {"Authorization": f"Bearer {variables['LEDGERQ_API_TOKEN']}"}
         body = json.dumps({"task": "tasks.hello", "args": ["you"]}).encode()
