@@ -6,7 +6,8 @@ LedgerqError
 │   ├── StoreUnavailable   the database cannot be reached
 │   ├── JobNotFound        no job with that id
 │   ├── StaleClaim         a fenced write of a job this worker no longer owns
-│   └── InvalidTransition  the job's state does not allow the requested move
+│   ├── InvalidTransition  the job's state does not allow the requested move
+│   └── MaintenanceNotPermitted  the role may not vacuum the ledger's tables (not their owner)
 ├── TransportError         the transport (e.g. Redis) failed; the worker degrades to polling
 ├── LeaseLost              a lock or lease expired while held
 ├── LockUnavailable        a lock could not be taken within the wait asked for
@@ -54,6 +55,11 @@ class StaleClaim(StoreError):
 
 class InvalidTransition(StoreError):
     """The job's current state does not allow the requested operation."""
+
+
+class MaintenanceNotPermitted(StoreError):
+    """The database role may not maintain (vacuum) the ledger's tables: it does not own them.
+    A runtime role with DML grants only (docs/operations.md) gets this; the janitor skips."""
 
 
 class TransportError(LedgerqError):

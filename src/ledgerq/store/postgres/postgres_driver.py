@@ -27,6 +27,14 @@ from ledgerq.store.tables import jobs
 MAINTAIN_DEAD_TUPLES = 20_000
 _MAINTAIN_LOCK = 0x6C65_6467  # "ledg": an arbitrary, fixed advisory-lock key
 _PG_DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')"
+# VACUUM needs the table's owner (or the database's, or a superuser; PostgreSQL 17 adds the
+# MAINTAIN privilege). Anyone else gets only a WARNING and nothing is done, so ask first.
+_PG_MAY_VACUUM = (
+    "SELECT pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE')"
+    " FROM pg_class c, pg_database d"
+    " WHERE c.oid = to_regclass('jobs') AND d.datname = current_database()"
+)
+_PG_MAY_MAINTAIN = "SELECT has_table_privilege('jobs', 'MAINTAIN')"
 
 
 class PostgresDriver(Dialect):
@@ -193,6 +201,12 @@ class PostgresDriver(Dialect):
             dead = conn.exec_driver_sql(_PG_DEAD_TUPLES).scalar() or 0
             if dead < MAINTAIN_DEAD_TUPLES:
                 return False
+            if not self._may_vacuum(conn):
+                user = conn.exec_driver_sql("SELECT current_user").scalar()
+                raise errors.MaintenanceNotPermitted(
+                    f"role {user} does not own table jobs, so it may not vacuum it"
+                    " (autovacuum still does)"
+                )
             if not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({_MAINTAIN_LOCK})").scalar():
                 return False
             try:
@@ -200,6 +214,12 @@ class PostgresDriver(Dialect):
             finally:
                 conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
         return True
+
+    @staticmethod
+    def _may_vacuum(conn: Connection) -> bool:
+        if (conn.dialect.server_version_info or (0,)) >= (17,):
+            return bool(conn.exec_driver_sql(_PG_MAY_MAINTAIN).scalar())
+        return bool(conn.exec_driver_sql(_PG_MAY_VACUUM).scalar())
 
     def max_connections(self, conn: Connection) -> int | None:
         return int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
