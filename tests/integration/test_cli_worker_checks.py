@@ -143,3 +143,17 @@ def test_the_banner_and_validate_config_never_show_the_password(
     out, err = capsys.readouterr()
     assert "database: postgresql://app:***@127.0.0.1:1/ledger" in out
     assert "s3cret" not in out + err and "Traceback" not in err
+
+
+def test_a_schedule_added_at_runtime_is_checked_and_a_paused_one_is_not(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    add = ["schedule", "add", "weekly-export", "--task", "report", "--cron", "0 3 * * 1"]
+    assert main([*add, "--queue", "exports"]) == 0
+    err = start_burst(capsys, "default", "sms")
+    warnings = [line for line in err.splitlines() if "[warning" in line]
+    assert len(warnings) == 1, err
+    assert "schedule weekly-export (task report) enqueues to queue 'exports'" in warnings[0]
+    assert main(["schedule", "pause", "weekly-export"]) == 0
+    assert "[warning" not in start_burst(capsys, "default", "sms")

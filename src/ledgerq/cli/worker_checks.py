@@ -1,7 +1,8 @@
 """What a worker says as it starts: a banner (version, database with its password masked,
-driver, queues, concurrency, task count) and one warning per registered task or declared
-schedule whose queue no worker consumes, counting this worker's queues and those of the live
-workers in the fleet registry. ``worker validate-config`` reports the same work."""
+driver, queues, concurrency, task count) and one warning per registered task or active
+schedule (declared in code or added at runtime) whose queue no worker consumes, counting
+this worker's queues and those of the live workers in the fleet registry.
+``worker validate-config`` reports the same work."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import TYPE_CHECKING
 import structlog
 
 import ledgerq
+from ledgerq.app import wiring
 from ledgerq.core import errors
 from ledgerq.core.redaction import mask_url
+from ledgerq.core.schedules import Schedule
 from ledgerq.core.unserved import UnservedWork, find_unserved
 
 if TYPE_CHECKING:
@@ -40,7 +43,25 @@ def unserved_work(app: LedgerQ, own_queues: Iterable[str]) -> list[UnservedWork]
     """The application's tasks and schedules whose queue neither ``own_queues`` nor any live
     worker consumes."""
     consumed = consumed_queues(app, own_queues)
-    return find_unserved(app.registry, app.schedules.values(), consumed)
+    return find_unserved(app.registry, active_schedules(app), consumed)
+
+
+def active_schedules(app: LedgerQ) -> list[Schedule]:
+    """The schedules that fire: those declared in code, and those in the ledger (added at
+    runtime with ``schedule add``, or stored by a scheduler), less the paused ones. A ledger
+    that cannot be read counts only the code's."""
+    by_name = {schedule.name: schedule for schedule in app.schedules.values()}
+    try:
+        stored = wiring.schedule_store(app.parts).list_schedules()
+    except errors.LedgerqError as exc:
+        log.debug("could not read the stored schedules for the queue check", error=str(exc))
+        return list(by_name.values())
+    for state in stored:
+        if state.paused:
+            by_name.pop(state.schedule.name, None)
+        else:
+            by_name[state.schedule.name] = state.schedule
+    return list(by_name.values())
 
 
 def database_shown(app: LedgerQ) -> str:
