@@ -6,14 +6,18 @@ final workflow, and a workflow's event feed ends at its final event. Deadlines o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
+import sqlalchemy as sa
 
 from ledgerq import EnqueueResult, JobContext, JobFailed, JobState, LedgerQ, WaitTimeout
 from ledgerq.core import workflow as wf
-from tests.helpers import running_worker
+from ledgerq.store.postgres.statements import FINISHED_CHANNEL
+from ledgerq.store.tables import job_waiters
+from tests.helpers import running_worker, wait_until
 
 FAST = {"poll_interval_seconds": 0.05, "concurrency": 2, "reconcile": False}
 
@@ -122,6 +126,72 @@ def test_a_workflow_is_waited_on_and_its_feed_ends_at_its_final_event(app: Ledge
     assert view.state is wf.WorkflowState.SUCCEEDED
     step_job = {s.name: s.job_id for s in view.steps}[double_step.name]
     assert step_job is not None and app.jobs.wait(step_job, timeout=0) == 80
+
+
+def test_on_postgresql_a_group_completion_notifies_the_jobs_it_finished(
+    make_database_url: Callable[[str], str],
+) -> None:
+    """The signal, not a re-read, wakes the wait: the watch's event is set by the completion's
+    NOTIFY (cleared after the watch began, before any job ran), and a retry sends none."""
+    app = LedgerQ(database_url=make_database_url("postgresql"))
+    try:
+
+        @app.task
+        def echo(ctx: JobContext, n: int) -> int:
+            return n
+
+        @app.task(max_attempts=2, retry_backoff=60.0)
+        def flaky(ctx: JobContext) -> int:
+            raise RuntimeError("again later")
+
+        signal = app.parts.finished
+        assert signal is not None
+        handle, retried = echo.enqueue(5), flaky.enqueue()
+        woken, not_woken = signal.watch(handle.job_id), signal.watch(retried.job_id)
+        woken.clear()  # a (re)connect wakes every watch once
+        not_woken.clear()
+        with running_worker(app, **FAST):
+            assert woken.wait(20), "no NOTIFY named the finished job"
+            wait_until(lambda: app.jobs.get(retried.job_id).state is JobState.FAILED)
+            assert handle.wait(timeout=5) == 5
+        assert not not_woken.is_set(), "a retry is not a finish"
+        signal.unwatch(handle.job_id, woken)
+        signal.unwatch(retried.job_id, not_woken)
+        with app.parts.store.engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(job_waiters)).scalar() == 0
+    finally:
+        app.close()
+
+
+def test_on_postgresql_a_job_nobody_waits_on_sends_no_notify(
+    make_database_url: Callable[[str], str],
+) -> None:
+    """A NOTIFY serializes commits: completions send one only for the jobs waited on."""
+    url = make_database_url("postgresql")
+    app = LedgerQ(database_url=url)
+    try:
+
+        @app.task
+        def echo(ctx: JobContext, n: int) -> int:
+            return n
+
+        @app.task
+        def slow_echo(ctx: JobContext, n: int) -> int:
+            time.sleep(0.5)  # still running when the wait below registers
+            return n
+
+        conninfo = sa.make_url(url).set(drivername="postgresql").render_as_string(False)
+        with psycopg.connect(conninfo, autocommit=True) as listener:
+            listener.execute(f"LISTEN {FINISHED_CHANNEL}")
+            quiet = [echo.enqueue(n).job_id for n in range(20)]
+            with running_worker(app, **FAST):
+                wait_until(lambda: all(app.jobs.get(i).state is JobState.SUCCEEDED for i in quiet))
+                waited = slow_echo.enqueue(7)
+                assert waited.wait(timeout=20) == 7
+            payloads = [note.payload for note in listener.notifies(timeout=0.5)]
+        assert payloads == [str(waited.job_id)]
+    finally:
+        app.close()
 
 
 def test_a_batch_is_waited_on_until_every_member_finished(app: LedgerQ) -> None:

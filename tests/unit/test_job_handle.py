@@ -1,5 +1,5 @@
 """The wait loop without a database: what a stored job turns into (value, JobFailed,
-WaitTimeout), and the handle's equality with EnqueueResult."""
+WaitTimeout), the handle's equality with EnqueueResult, and the finished-ids payload."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from ledgerq import EnqueueResult, Job, JobFailed, JobHandle, JobState, WaitTimeout
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.producer.job_handle import wait_for_job
+from ledgerq.store.postgres.finish_listener import _ids
 
 
 class OneJob:
@@ -54,3 +55,8 @@ def test_a_handle_is_an_enqueue_result_that_can_wait() -> None:
     assert handle == EnqueueResult(3, duplicate=True) and EnqueueResult(3, True) == handle
     assert handle != EnqueueResult(3) and isinstance(handle, EnqueueResult)
     assert len({handle, JobHandle(EnqueueResult(3, True), None)}) == 1  # type: ignore[arg-type]
+
+
+def test_the_finished_payload_names_ids_or_everyone() -> None:
+    assert _ids("1,22,333") == {1, 22, 333}
+    assert _ids("*") is None

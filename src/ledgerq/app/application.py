@@ -101,6 +101,7 @@ class LedgerQ:
                 wiring.producer_transport(self.settings, self.parts),
                 self.registry,
                 self.parts.codec,
+                finished=self.parts.finished,
             )
         return self._client
 

@@ -17,7 +17,7 @@ from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport
+from ledgerq.core.ports import ControlChannel, FinishSignal, RateLimitBackend, Transport
 from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
@@ -71,6 +71,8 @@ class Parts:
     every Redis user built here borrows it, and ``close`` disconnects it."""
     announcer: Transport | None = None
     """Announces jobs that workflow steps queued (Redis), closed with the parts."""
+    finished: FinishSignal | None = field(init=False)
+    """Wakes ``app.jobs.wait`` (PostgreSQL's LISTEN; None elsewhere), closed with the parts."""
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
@@ -78,6 +80,7 @@ class Parts:
         self.items = SqlJobItems(self.store.engine)
         self.batches = SqlBatchStore(self.store)
         self.workflows = SqlWorkflowStore(self.store.engine, self.store.announce)
+        self.finished = self.store.dialect.finished_signal()
 
     def migrate(self) -> MigrationStatus:
         """Bring the ledger's tables to the newest revision."""
@@ -94,6 +97,8 @@ class Parts:
     def close(self) -> None:
         """Release every pooled connection: the database's, and Redis's after closing the
         Redis users built on the pool (their pub/sub lanes end)."""
+        if self.finished is not None:
+            self.finished.close()
         self.store.dispose()
         if self.announcer is not None:
             self.announcer.close()

@@ -7,6 +7,7 @@ owner's result.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -183,6 +184,20 @@ class ControlChannel(Protocol):
         """Call ``handler(worker_id, mode)`` for every stop message, from a thread of its own,
         until the channel is closed. The arguments are claims of whoever published them.
         Subscribing starts in the background: messages sent before it listens are lost."""
+
+
+class FinishSignal(Protocol):
+    """Tells a waiting producer early that a job may have finished (``app.jobs.wait``); a
+    hint only: the waiter reads the job to know."""
+
+    def watch(self, job_id: int) -> threading.Event:
+        """An event set when ``job_id`` may have finished; listening is in place on return."""
+
+    def unwatch(self, job_id: int, event: threading.Event) -> None:
+        """Forget a watch."""
+
+    def close(self) -> None:
+        """Release the underlying connection and wake every waiter."""
 
 
 class Waker(Protocol):

@@ -19,7 +19,7 @@ from ledgerq.core.job import (
     check_queue_name,
 )
 from ledgerq.core.operations import EventSink, JobsEnqueued
-from ledgerq.core.ports import JobStore, Transport
+from ledgerq.core.ports import FinishSignal, JobStore, Transport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.validation import check_job_id, check_seconds, check_text
@@ -38,8 +38,11 @@ class Client:
         registry: TaskRegistry,
         codec: PayloadCodec,
         events: EventSink | None = None,
+        finished: FinishSignal | None = None,
     ) -> None:
-        """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit."""
+        """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit;
+        ``finished`` (optional) wakes ``wait`` when a job finishes."""
+        self._finished = finished
         self.store = store
         self._events = events
         self._transport = transport
@@ -135,8 +138,9 @@ class Client:
         """The job's return value (decoded from JSON) once it succeeded. Raise ``JobFailed``
         when it ended dead or cancelled, ``WaitTimeout`` (a ``TimeoutError``) when it is still
         unfinished after ``timeout`` seconds (None: without limit), ``JobNotFound`` if there
-        is no such job. Reads the job with a backoff from 5 ms to 200 ms."""
-        return wait_for_job(self.store, self._codec, check_job_id(job_id), timeout)
+        is no such job. Wakes on the database's signal of finished jobs where there is one
+        (PostgreSQL), else reads the job with a backoff from 5 ms to 200 ms."""
+        return wait_for_job(self.store, self._codec, check_job_id(job_id), timeout, self._finished)
 
     def announce(self, hints: Sequence[JobHint]) -> None:
         """Send hints of committed queued jobs; if the transport fails, the jobs are still in

@@ -1,15 +1,17 @@
 """Waiting for a job's result: ``JobHandle`` (what ``Task.enqueue`` returns) and the wait
 loop behind ``Client.wait``.
 
-The wait reads the job's row until it is final, with a backoff from 5 ms to 200 ms between
-reads: a job finishing within a few milliseconds is seen within a few more, and a long wait
-costs one indexed primary-key read per 200 ms. It does not listen for completions (see
-docs/tasks.md, "Waiting for a result", for why).
+On PostgreSQL a wait is woken by the ``ledgerq_finished`` NOTIFY that each group completion
+sends for the jobs it finished (a ``FinishSignal``), and re-reads the job at most every second
+besides (a job finished by another path, such as a cancel, sends none). Elsewhere it reads the
+job's row with a backoff from 5 ms to 200 ms between reads: a job finishing within a few
+milliseconds is seen within a few more, and a long wait costs one primary-key read per 200 ms.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -17,12 +19,15 @@ from typing import Protocol, TypeVar
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import EnqueueResult, Job
-from ledgerq.core.ports import JobStore
+from ledgerq.core.ports import FinishSignal, JobStore
 from ledgerq.core.states import JobState
 
 #: First and longest pause between two reads of a waited-for job, in seconds.
 FIRST_PAUSE = 0.005
 LONGEST_PAUSE = 0.2
+#: With a signal: first and longest pause between reads when no signal came.
+SIGNALLED_FIRST_PAUSE = 0.05
+SIGNALLED_LONGEST_PAUSE = 1.0
 
 T = TypeVar("T")
 
@@ -66,14 +71,41 @@ class JobHandle(EnqueueResult):
 
 
 def wait_for_job(
-    store: JobStore, codec: PayloadCodec, job_id: int, timeout: float | None
+    store: JobStore,
+    codec: PayloadCodec,
+    job_id: int,
+    timeout: float | None,
+    finished: FinishSignal | None = None,
 ) -> object:
-    """Read the job until it is final; see ``JobHandle.wait``."""
+    """Read the job until it is final, woken early by ``finished`` when given; see
+    ``JobHandle.wait``."""
     if timeout is not None and (timeout != timeout or timeout < 0):
         raise ValueError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
     deadline = None if timeout is None else time.monotonic() + timeout
-    pause = FIRST_PAUSE
+    if finished is None:
+        return _read_until_final(store, codec, job_id, timeout, deadline, None)
+    # Listening before the first read: a completion committed after it is not missed.
+    woken = finished.watch(job_id)
+    try:
+        return _read_until_final(store, codec, job_id, timeout, deadline, woken)
+    finally:
+        finished.unwatch(job_id, woken)
+
+
+def _read_until_final(
+    store: JobStore,
+    codec: PayloadCodec,
+    job_id: int,
+    timeout: float | None,
+    deadline: float | None,
+    woken: threading.Event | None,
+) -> object:
+    pause, longest = FIRST_PAUSE, LONGEST_PAUSE
+    if woken is not None:
+        pause, longest = SIGNALLED_FIRST_PAUSE, SIGNALLED_LONGEST_PAUSE
     while True:
+        if woken is not None:
+            woken.clear()  # before the read: a signal after it ends the next pause
         job = store.get_job(job_id)
         if job.state is JobState.SUCCEEDED:
             return None if job.result_json is None else codec.decode(job.result_json)
@@ -85,8 +117,11 @@ def wait_for_job(
                 assert timeout is not None
                 raise errors.WaitTimeout(f"job {job_id}", timeout, job.state.value)
             pause = min(pause, left)
-        time.sleep(pause)
-        pause = min(pause * 2, LONGEST_PAUSE)
+        if woken is None:
+            time.sleep(pause)
+        else:
+            woken.wait(pause)
+        pause = min(pause * 2, longest)
 
 
 def wait_until_final(

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
-from ledgerq.core.ports import Waker
+from ledgerq.core.ports import FinishSignal, Waker
 from ledgerq.store.tables import job_assignments, jobs
 
 
@@ -75,6 +75,10 @@ class Dialect:
 
     def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
         """What wakes idle workers of ``queues`` when jobs arrive (None: polling alone)."""
+        return None
+
+    def finished_signal(self) -> FinishSignal | None:
+        """What wakes ``app.jobs.wait`` when its job finished (None: it polls alone)."""
         return None
 
     # -- clock ---------------------------------------------------------------------------

@@ -119,6 +119,16 @@ idempotency_keys = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
 )
 
+# The jobs a producer waits on: a completion on PostgreSQL notifies ``ledgerq_finished`` for
+# these only (``statements.COMPLETE_GROUP``); ``waiter`` tells two waits of one job apart.
+job_waiters = sa.Table(
+    "job_waiters",
+    metadata,
+    sa.Column("job_id", JobId, primary_key=True),
+    sa.Column("waiter", sa.String(36), primary_key=True),
+    sa.Column("since", Timestamp, nullable=False),
+)
+
 # -- the fleet: registry, health, assignment history and failover record ---------------------
 
 WorkerId = sa.String(128)

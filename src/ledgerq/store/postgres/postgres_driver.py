@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
-from ledgerq.core.ports import Waker
+from ledgerq.core.ports import FinishSignal, Waker
 from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
 from ledgerq.store.postgres import statements as pg
@@ -96,6 +96,11 @@ class PostgresDriver(Dialect):
 
     def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
         return PgNotifyWaker(self.engine, queues, lazy=lazy)
+
+    def finished_signal(self) -> FinishSignal | None:
+        from ledgerq.store.postgres.finish_listener import PgFinishedSignal
+
+        return PgFinishedSignal(self.engine)
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.clock_timestamp()

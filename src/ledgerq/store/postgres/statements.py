@@ -14,6 +14,9 @@ from ledgerq.store.tables import jobs
 
 #: The LISTEN/NOTIFY channel that wakes idle workers; the payload is the queue name.
 NOTIFY_CHANNEL = "ledgerq_jobs"
+#: The channel a group completion notifies with the id of each finished job a producer waits
+#: on (``app.jobs.wait``).
+FINISHED_CHANNEL = "ledgerq_finished"
 
 # Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
 # regular expression, which cost more client CPU than the rest of a bulk enqueue together.
@@ -119,7 +122,14 @@ COMPLETE_GROUP = sa.text(
     + "), jobs.claimed_at)"
     + _RUNNING_LOCKED
     + " RETURNING jobs.id, jobs.attempt, jobs.state, jobs.worker_id, jobs.claimed_at,"
-    " jobs.started_at)," + _HISTORY_OF_DONE + " SELECT done.id, done.attempt FROM done"
+    " jobs.started_at)," + _HISTORY_OF_DONE + ","
+    # A NOTIFY (delivered at commit) for each finished job (not a retry) that a producer
+    # waits on (``app.jobs.wait`` registers it in job_waiters): only those, as a NOTIFY
+    # serializes commits. Nobody waiting: a probe of an empty table. Referenced by the SELECT,
+    # so it runs.
+    " finished AS (SELECT count(pg_notify('" + FINISHED_CHANNEL + "', done.id::text)) AS n"
+    " FROM done JOIN job_waiters w ON w.job_id = done.id WHERE done.state <> 'failed')"
+    " SELECT done.id, done.attempt FROM done, finished"
 )
 
 # Writes the history rows of attempts whose outcomes were written by other statements in the
