@@ -14,7 +14,7 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
-from ledgerq.store.postgres.postgres_driver import PG_DEAD_PEER_DEFAULTS
+from ledgerq.store.postgres.listener import PG_DEAD_PEER_DEFAULTS
 from ledgerq.store.postgres.statements import FINISHED_CHANNEL
 from ledgerq.store.tables import job_waiters
 
