@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ledgerq.core import fleet, limits, unknown_tasks, workflow
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
+from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import JobState
 
 
@@ -109,6 +110,11 @@ class JobStore(Protocol):
 
     def retry_job(self, job_id: int) -> Job:
         """Queue a failed, dead or cancelled job again now."""
+
+    def retry_dead_jobs(self, which: DeadJobFilter, *, dry_run: bool = False) -> RequeueReport:
+        """Queue again, as ``retry_job`` does each, the ``dead`` jobs ``which`` selects, in
+        chunks; fenced: only rows still ``dead`` when the update runs move. ``dry_run``
+        moves nothing and counts the matches."""
 
     def start_job(self, job_id: int) -> Job:
         """Queue a ``held`` job now; raise ``InvalidTransition`` if it is not held."""
