@@ -15,6 +15,7 @@ from typing import Protocol
 from ledgerq.core import fleet, limits, unknown_tasks, workflow
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.requeue import DeadJobFilter, RequeueReport
+from ledgerq.core.retention import HistoryTable
 from ledgerq.core.states import JobState
 
 
@@ -174,6 +175,11 @@ class LedgerRepair(Protocol):
     def advance_batches(self, *, limit: int) -> int:
         """Fire the due callbacks of up to ``limit`` unfinished batches (members that died by
         failover or were cancelled); return how many fired."""
+
+    def prune_history(self, table: HistoryTable, *, older_than_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` rows of a history table older than the given age, in one
+        short transaction, never a row still needed (see ``core.retention``); return how
+        many went."""
 
 
 class ControlChannel(Protocol):
