@@ -86,7 +86,9 @@ class FailoverEventOut(BaseModel):
     detected_at: datetime
     jobs_requeued: int
     jobs_dead: int = Field(description="Jobs buried: their attempts were spent.")
-    job_ids: list[int] = Field(description="Every job moved (requeued or buried).")
+    job_ids: dict[str, list[int]] = Field(
+        description="The jobs moved: ``requeued`` (back to the queue) and ``dead`` (buried)."
+    )
     duration_ms: float = Field(description="Time the failover took.")
 
 
