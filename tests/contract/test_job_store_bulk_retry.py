@@ -90,6 +90,15 @@ def test_only_dead_jobs_move_and_a_dry_run_moves_none(store: SqlJobStore) -> Non
     )
 
 
+def test_workflow_steps_are_left_to_their_workflow(store: SqlJobStore) -> None:
+    step, plain = finish(store, [("q", "t", S.DEAD), ("q", "t", S.DEAD)])
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(jobs).where(jobs.c.id == step).values(workflow_id="wf-1"))
+    assert store.retry_dead_jobs(DeadJobFilter(), dry_run=True).total == 1
+    assert store.retry_dead_jobs(DeadJobFilter()).total == 1
+    assert states(store, [step, plain]) == [S.DEAD, S.QUEUED]
+
+
 def test_since_keeps_jobs_that_died_after_it(store: SqlJobStore) -> None:
     old, young = finish(store, [("q", "t", S.DEAD), ("q", "t", S.DEAD)])
     with store.engine.begin() as conn:

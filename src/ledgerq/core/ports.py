@@ -114,8 +114,9 @@ class JobStore(Protocol):
 
     def retry_dead_jobs(self, which: DeadJobFilter, *, dry_run: bool = False) -> RequeueReport:
         """Queue again, as ``retry_job`` does each, the ``dead`` jobs ``which`` selects, in
-        chunks; fenced: only rows still ``dead`` when the update runs move. ``dry_run``
-        moves nothing and counts the matches."""
+        chunks; fenced: only rows still ``dead`` when the update runs move. Workflow steps
+        are left to their workflow's retry. ``dry_run`` moves nothing and counts the
+        matches."""
 
     def start_job(self, job_id: int) -> Job:
         """Queue a ``held`` job now; raise ``InvalidTransition`` if it is not held."""

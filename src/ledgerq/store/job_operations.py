@@ -111,7 +111,9 @@ class SqlJobOperations(SqlTransactions):
         return RequeueReport(False, dict(counts), tuple(touched))
 
     def _dead_matching(self, which: DeadJobFilter) -> sa.ColumnElement[bool]:
-        conditions = [jobs.c.state == S.DEAD.value]
+        # A workflow's dead step is rerun with its workflow (``workflow retry``), which
+        # reopens the workflow and its cancelled dependents; alone it would run behind it.
+        conditions = [jobs.c.state == S.DEAD.value, jobs.c.workflow_id.is_(None)]
         if which.queue is not None:
             conditions.append(jobs.c.queue == which.queue)
         if which.task is not None:

@@ -100,7 +100,8 @@ def requeue_failed(
     cli: CliContext, queue: str | None, task: str | None, since: datetime | None, dry_run: bool
 ) -> int:
     """Run dead jobs again now, in bulk, as ``job retry`` does one (one more run each). Only
-    jobs still dead when the update reaches them move; the counts are per queue and task."""
+    jobs still dead when the update reaches them move; the counts are per queue and task.
+    Workflow steps are left to ``workflow retry``."""
     which = DeadJobFilter(queue=queue, task=task, died_since=since)
     report = cli.app().client.retry_dead(which, dry_run=dry_run)
     if cli.as_json:
