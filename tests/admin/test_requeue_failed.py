@@ -111,6 +111,10 @@ def test_requeue_failed_over_http(served: Served) -> None:
     assert {app.client.get(i).state for i in boom + flaky} == {S.QUEUED}
     again = http.post(url, json={}, headers=ADMIN).json()
     assert again == {"dry_run": False, "total": 0, "counts": []}
+    # One more run each, as ``job retry`` gives: boom fails it and is dead again.
+    app.worker(queues=("mail",), burst=True).run()
+    assert [app.client.get(i).state for i in flaky] == [S.SUCCEEDED]
+    assert [(app.client.get(i).state, app.client.get(i).runs) for i in boom] == [(S.DEAD, 2)] * 2
 
     for body in ({"since": "soon"}, {"queue": "bad name!"}, {"surprise": 1}):
         refused = http.post(url, json=body, headers=ADMIN)
