@@ -125,7 +125,9 @@ class PrivatePostgres:
 class PrivateMariadb:
     """A throwaway MariaDB server; ``kill`` SIGKILLs it, ``start`` brings it back."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
+        """``options``: more ``mariadbd`` command-line options (``--performance-schema=ON``)."""
+        self._options = options
         if shutil.which("mariadbd") is None or shutil.which("mariadb-install-db") is None:
             pytest.skip("no MariaDB server binaries (mariadbd, mariadb-install-db)")
         self.root = Path(tempfile.mkdtemp(prefix="ledgerq-my-"))
@@ -164,6 +166,7 @@ class PrivateMariadb:
                     f"--socket={self.root / 'sock'}",
                     "--skip-log-bin",
                     *(["--user=root"] if os.getuid() == 0 else []),
+                    *self._options,
                 ],
                 stdout=log,
                 stderr=log,

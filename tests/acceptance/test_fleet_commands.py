@@ -132,3 +132,32 @@ def test_stop_travels_through_redis_when_present(
     done = procs.run(db.url, "worker", "stop-all", "--graceful", env=slow_beat)
     assert done.returncode == 0, done.stderr
     assert workers[1].wait(10) == 0, workers[1].log()
+
+
+def test_stop_this_host_graceful_by_default_immediate_on_request(
+    ledger: Make, procs: Procs
+) -> None:
+    """A default stop lets the running job finish; ``--this-host --immediate`` skips the
+    grace: the job goes back to the queue at once (its attempt kept) and the worker exits."""
+    db = ledger("sqlite")
+    patient = procs.worker(db.url, "--concurrency", "1", "--grace", "30", env=FAST)
+    (row,) = wait_until(lambda: listed(procs, db), timeout=30, what="registered")
+    finishing = db.effects.slow.enqueue("finishing", 1.5).job_id
+    wait_until(db.start_rows, timeout=20, what="the job started")
+    done = procs.run(db.url, "worker", "stop", "--worker-id", str(row["worker_id"]), env=FAST)
+    assert done.returncode == 0 and "(graceful)" in done.stdout, done.stderr
+    assert patient.wait(20) == 0, patient.log()
+    assert db.jobs()[finishing].state == "succeeded"
+
+    hurried = procs.worker(db.url, "--concurrency", "1", "--grace", "60", env=FAST)
+    wait_until(lambda: listed(procs, db), timeout=30, what="registered again")
+    cut = db.effects.slow.enqueue("cut-short", 60.0).job_id
+    wait_until(lambda: len(db.start_rows()) == 2, timeout=20, what="the long job started")
+    asked_at = time.monotonic()
+    done = procs.run(db.url, "--json", "worker", "stop", "--this-host", "--immediate", env=FAST)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["mode"] == "immediate"
+    assert hurried.wait(20) == 0, hurried.log()
+    assert time.monotonic() - asked_at < 15  # far inside the 60 s grace
+    job = db.jobs()[cut]
+    assert (job.state, job.attempt) == ("queued", 1)

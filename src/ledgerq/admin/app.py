@@ -17,6 +17,7 @@ from ledgerq.admin import (
     health,
     limits_api,
     locks_api,
+    operations_api,
     schedules_api,
     workflows_api,
 )
@@ -85,6 +86,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.include_router(health.router)
     app.include_router(api.router)
     app.include_router(locks_api.router)
+    app.include_router(operations_api.router)
     app.include_router(limits_api.router)
     app.include_router(schedules_api.router)
     app.include_router(batches_api.router)

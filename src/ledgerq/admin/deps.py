@@ -11,7 +11,13 @@ from typing import Any
 from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
-from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
+from ledgerq.core.operations import (
+    FailoverLog,
+    FleetView,
+    HealthProbe,
+    IdempotencyStore,
+    QueueControl,
+)
 from ledgerq.core.ports import LimitStore
 from ledgerq.core.redaction import mask_value
 from ledgerq.core.schedules import ScheduleAdmin
@@ -41,6 +47,8 @@ class AdminDeps:
     """Circuit breakers (``GET /admin/queue/breakers``); None: none are listed."""
     items: JobItemStore | None = None
     """Progress of batch items, shown with a job (optional)."""
+    failovers: FailoverLog | None = None
+    """The failover record (``GET /admin/failover-events``); None: not listed."""
 
 
 def mask_secrets(value: Any) -> Any:

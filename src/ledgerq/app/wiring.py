@@ -18,6 +18,7 @@ from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import ControlChannel, FinishSignal, RateLimitBackend, Transport
+from ledgerq.core.retention import HistoryRetention
 from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.core.workflow import WorkflowCommit
@@ -258,6 +259,14 @@ def reconcile_policy(settings: Settings) -> ReconcilePolicy:
         retention_failed_seconds=settings.retention_failed,
         artifact_root=settings.artifact_root,
         workflow_stuck_after_seconds=settings.workflow_stuck_after,
+        history=HistoryRetention(
+            health_checks_seconds=settings.retention_health_checks,
+            failover_events_seconds=settings.retention_failover_events,
+            assignments_seconds=settings.retention_assignments,
+            schedule_runs_seconds=settings.retention_schedule_runs,
+            job_items_seconds=settings.retention_job_items,
+            batches_seconds=settings.retention_batches,
+        ),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from ledgerq.core import fleet
@@ -91,3 +92,30 @@ def verdict(
         if record.age_seconds > 2 * health_interval_seconds + ttl_seconds:
             problems.append(f"last health check {record.age_seconds:.0f} s ago")
     return problems
+
+
+def failover_dict(event: dict[str, Any]) -> dict[str, Any]:
+    """A failover event (``list_failover_events``) as JSON-ready data."""
+    shown = dict(event)
+    for key in ("detected_at", "last_heartbeat_at"):
+        value = shown.get(key)
+        shown[key] = value.isoformat() if value is not None else None
+    shown["duration_ms"] = round(float(shown["duration_ms"]), 2)
+    return shown
+
+
+def failovers_table(events: list[dict[str, Any]]) -> Table:
+    """One row per failover event, newest first."""
+    table = Table(title="failover events")
+    for column in ("at", "dead worker", "detected by", "requeued", "buried", "took"):
+        table.add_column(column, overflow="fold")
+    for e in events:
+        table.add_row(
+            e["detected_at"].isoformat(timespec="seconds"),
+            escape(str(e["worker_id"])),
+            escape(str(e["detected_by"])),
+            str(e["jobs_requeued"]),
+            str(e["jobs_dead"]),
+            f"{float(e['duration_ms']):.1f} ms",
+        )
+    return table

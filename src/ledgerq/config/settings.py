@@ -89,6 +89,22 @@ class Settings(BaseSettings):
     """Seconds succeeded jobs are kept. Defaults to 7 days."""
     retention_failed: float = Field(default=30 * 86400.0, gt=0)
     """Seconds dead and cancelled jobs are kept. Defaults to 30 days."""
+    retention_health_checks: float = Field(default=7 * 86400.0, gt=0)
+    """Seconds ``worker_health_checks`` rows are kept. Defaults to 7 days."""
+    retention_failover_events: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds ``failover_events`` rows are kept. Defaults to 30 days."""
+    retention_assignments: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds ended attempts stay in ``job_assignments`` (running ones always stay).
+    Defaults to 30 days."""
+    retention_schedule_runs: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds fired ticks stay in ``schedule_runs`` (each schedule's newest run with a job
+    always stays). Defaults to 30 days."""
+    retention_job_items: float = Field(default=7 * 86400.0, gt=0)
+    """Seconds finished batch items stay in ``job_items`` once their job is deleted (items of
+    a job that exists always stay). Defaults to 7 days."""
+    retention_batches: float = Field(default=30 * 86400.0, gt=0)
+    """Seconds a batch stays after its completion fired (a batch with an unfinished member
+    always stays). Defaults to 30 days."""
     shutdown_grace: float = Field(default=30.0, ge=0)
     """Seconds a stopping worker gives in-flight jobs before putting them back. Defaults to 30."""
     db_pool_size: int = Field(default=10, ge=1, le=200)

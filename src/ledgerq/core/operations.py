@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,15 @@ class FleetView(Protocol):
 
     def list_workers(self) -> Sequence[WorkerView]:
         """Every worker currently known, most recently seen first."""
+
+
+class FailoverLog(Protocol):
+    """The record of failovers: which dead worker, the jobs moved, the time taken."""
+
+    def list_failover_events(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest ``limit`` events, newest first, as plain data: ``id``, ``worker_id``,
+        ``detected_by``, ``last_heartbeat_at``, ``detected_at``, ``jobs_requeued``,
+        ``jobs_dead``, ``job_ids`` and ``duration_ms``."""
 
 
 @dataclass(frozen=True, slots=True)

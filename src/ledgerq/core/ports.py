@@ -15,6 +15,8 @@ from typing import Protocol
 
 from ledgerq.core import fleet, limits, unknown_tasks, workflow
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
+from ledgerq.core.requeue import DeadJobFilter, RequeueReport
+from ledgerq.core.retention import HistoryTable
 from ledgerq.core.states import JobState
 
 
@@ -111,6 +113,12 @@ class JobStore(Protocol):
     def retry_job(self, job_id: int) -> Job:
         """Queue a failed, dead or cancelled job again now."""
 
+    def retry_dead_jobs(self, which: DeadJobFilter, *, dry_run: bool = False) -> RequeueReport:
+        """Queue again, as ``retry_job`` does each, the ``dead`` jobs ``which`` selects, in
+        chunks; fenced: only rows still ``dead`` when the update runs move. Workflow steps
+        are left to their workflow's retry. ``dry_run`` moves nothing and counts the
+        matches."""
+
     def start_job(self, job_id: int) -> Job:
         """Queue a ``held`` job now; raise ``InvalidTransition`` if it is not held."""
 
@@ -169,6 +177,11 @@ class LedgerRepair(Protocol):
     def advance_batches(self, *, limit: int) -> int:
         """Fire the due callbacks of up to ``limit`` unfinished batches (members that died by
         failover or were cancelled); return how many fired."""
+
+    def prune_history(self, table: HistoryTable, *, older_than_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` rows of a history table older than the given age, in one
+        short transaction, never a row still needed (see ``core.retention``); return how
+        many went."""
 
 
 class ControlChannel(Protocol):

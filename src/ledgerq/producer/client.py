@@ -20,12 +20,15 @@ from ledgerq.core.job import (
 )
 from ledgerq.core.operations import EventSink, JobsEnqueued
 from ledgerq.core.ports import FinishSignal, JobStore, Transport
+from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.validation import check_job_id, check_seconds, check_text
 from ledgerq.producer.job_handle import JobHandle, wait_for_job
 
 MAX_PRIORITY = 32767
+#: Job ids looked up per hint query after a bulk retry.
+ANNOUNCE_CHUNK = 1000
 
 
 class Client:
@@ -186,6 +189,20 @@ class Client:
         job = self.store.retry_job(check_job_id(job_id))
         self.announce([job.hint])
         return job
+
+    def retry_dead(self, which: DeadJobFilter, *, dry_run: bool = False) -> RequeueReport:
+        """Run every ``dead`` job ``which`` selects again now, as ``retry`` does one (see
+        ``JobStore.retry_dead_jobs``: fenced, in chunks); announce those moved. With
+        ``dry_run`` nothing moves and the report counts the matches."""
+        if which.queue is not None:
+            check_queue_name(which.queue)
+        if which.task is not None:
+            check_text(which.task, what="task", max_length=200)
+        report = self.store.retry_dead_jobs(which, dry_run=dry_run)
+        ids = report.touched_ids
+        for start in range(0, len(ids), ANNOUNCE_CHUNK):
+            self.announce(self.store.hints_for(ids[start : start + ANNOUNCE_CHUNK]))
+        return report
 
 
 def _check_call(

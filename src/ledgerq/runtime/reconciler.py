@@ -12,13 +12,16 @@ time (every step is fenced or idempotent, so a second one would only waste work)
 5. retention: finished jobs past their retention and never-started jobs past ``expires_at``
    are deleted, with their artifact folder if they have one;
 6. batches whose members finished outside the completion path (failover, cancel) get their
-   due callbacks.
+   due callbacks;
+7. history retention (at most every ``history.every_seconds``): old rows of the history
+   tables (``core.retention``) go, one short transaction of ``history.chunk`` rows at a time.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from ledgerq.core import errors
 from ledgerq.core.job import JobHint
 from ledgerq.core.operations import EventSink, ReconcilePassed
 from ledgerq.core.ports import JobStore, LedgerRepair, Transport, WorkflowStore
+from ledgerq.core.retention import HistoryRetention, HistoryTable
 from ledgerq.runtime.service import PeriodicService
 
 log = structlog.get_logger("ledgerq.reconciler")
@@ -36,6 +40,15 @@ log = structlog.get_logger("ledgerq.reconciler")
 BATCHES_PER_PASS = 100
 #: Name of the fleet-wide lock one reconciler pass holds.
 LOCK_NAME = "ledgerq.reconcile"
+#: The report's count of each history table pruned.
+_REPORT_FIELD = {
+    HistoryTable.HEALTH_CHECKS: "pruned_health_checks",
+    HistoryTable.FAILOVER_EVENTS: "pruned_failover_events",
+    HistoryTable.ASSIGNMENTS: "pruned_assignments",
+    HistoryTable.SCHEDULE_RUNS: "pruned_schedule_runs",
+    HistoryTable.JOB_ITEMS: "pruned_job_items",
+    HistoryTable.BATCHES: "pruned_batches",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,7 @@ class ReconcilePolicy:
     batch_limit: int = 10_000
     artifact_root: Path | None = None
     workflow_stuck_after_seconds: float = 600.0
+    history: HistoryRetention = field(default_factory=HistoryRetention)
 
 
 @dataclass(slots=True)
@@ -70,6 +84,12 @@ class ReconcileReport:
     folders_removed: int = 0
     batch_callbacks: int = 0
     workflows_resumed: int = 0
+    pruned_health_checks: int = 0
+    pruned_failover_events: int = 0
+    pruned_assignments: int = 0
+    pruned_schedule_runs: int = 0
+    pruned_job_items: int = 0
+    pruned_batches: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The counts, for logs and ``--json``."""
@@ -109,6 +129,7 @@ class Reconciler(PeriodicService):
         self._policy = policy
         self.passes = 0
         self.last_report: ReconcileReport | None = None
+        self._history_due_at = 0.0  # monotonic; the first pass prunes
 
     def tick(self) -> None:
         """One pass."""
@@ -144,13 +165,11 @@ class Reconciler(PeriodicService):
                 limit=p.batch_limit,
             )
             report.deleted_dedupe_windows = self._repair.purge_dedupe_windows(limit=p.batch_limit)
-            if self._workflows is not None:
-                report.deleted_workflows = self._workflows.purge_finished(
-                    succeeded_after_seconds=p.retention_succeeded_seconds,
-                    failed_after_seconds=p.retention_failed_seconds,
-                    limit=p.batch_limit,
-                )
+            report.deleted_workflows = self._purge_workflows()
             report.batch_callbacks = self._repair.advance_batches(limit=BATCHES_PER_PASS)
+            if time.monotonic() >= self._history_due_at:
+                self._prune_history(report)
+                self._history_due_at = time.monotonic() + p.history.every_seconds
         report.deleted_succeeded = len(purge.succeeded)
         report.deleted_failed = len(purge.failed)
         report.deleted_expired = len(purge.expired)
@@ -167,6 +186,36 @@ class Reconciler(PeriodicService):
             )
             self._events.emit(ReconcilePassed(counts))
         return report
+
+    def _purge_workflows(self) -> int:
+        """Finished workflows past the jobs' retention, ``history.chunk`` per transaction."""
+        if self._workflows is None:
+            return 0
+        p, deleted = self._policy, 0
+        for _ in range(p.history.max_chunks):
+            gone = self._workflows.purge_finished(
+                succeeded_after_seconds=p.retention_succeeded_seconds,
+                failed_after_seconds=p.retention_failed_seconds,
+                limit=p.history.chunk,
+            )
+            deleted += gone
+            if gone == 0:
+                break
+        return deleted
+
+    def _prune_history(self, report: ReconcileReport) -> None:
+        """Each history table's old rows, a chunk per transaction, up to ``max_chunks``."""
+        history = self._policy.history
+        for table, age in history.ages().items():
+            pruned = 0
+            for _ in range(history.max_chunks):
+                gone = self._repair.prune_history(
+                    table, older_than_seconds=age, limit=history.chunk
+                )
+                pruned += gone
+                if gone < history.chunk:
+                    break
+            setattr(report, _REPORT_FIELD[table], pruned)
 
     def _announce(self, hints: list[JobHint]) -> tuple[int, bool]:
         unique = list({h.job_id: h for h in hints}.values())

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.core.ports import FinishSignal, Waker
+from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import job_assignments, jobs
 
 
@@ -239,6 +240,10 @@ class Dialect:
     def max_connections(self, conn: Connection) -> int | None:
         """The server's connection limit (None: it has none)."""
         return None
+
+    def stats_reader(self) -> StatsReader:
+        """What this database can tell ``ledgerq db stats`` (see ``stats_reader.py``)."""
+        return StatsReader()
 
     def try_lock(self, conn: Connection, name: str) -> bool:
         """Take the named session lock on ``conn`` without waiting; True if taken. SQLite

@@ -12,7 +12,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ledgerq.core import fleet
+from ledgerq.core.retention import HistoryRetention, HistoryTable
 from ledgerq.store.failover import SqlFailover
+from ledgerq.store.history_pruning import SqlHistoryPruner
 from ledgerq.store.tables import failover_events, queue_workers, worker_health_checks
 from ledgerq.store.transactions import SqlTransactions, db_time
 
@@ -143,18 +145,24 @@ class SqlFleetOperations(SqlTransactions):
             return int(conn.execute(stmt).rowcount)
 
     def delete_health_checks(self, *, older_than_days: float) -> int:
-        """Delete health records older than ``older_than_days``; return how many."""
-        t = worker_health_checks
-        cutoff = self.dialect.now_plus(sa.literal(-older_than_days * _DAY))
-        with self._begin() as conn:
-            return int(conn.execute(sa.delete(t).where(t.c.checked_at < cutoff)).rowcount)
+        """Delete health records older than ``older_than_days``, a chunk per transaction;
+        return how many."""
+        return self._prune(HistoryTable.HEALTH_CHECKS, older_than_days)
 
     def delete_failover_events(self, *, older_than_days: float) -> int:
-        """Delete failover events older than ``older_than_days``; return how many."""
-        t = failover_events
-        cutoff = self.dialect.now_plus(sa.literal(-older_than_days * _DAY))
-        with self._begin() as conn:
-            return int(conn.execute(sa.delete(t).where(t.c.detected_at < cutoff)).rowcount)
+        """Delete failover events older than ``older_than_days``, a chunk per transaction;
+        return how many."""
+        return self._prune(HistoryTable.FAILOVER_EVENTS, older_than_days)
+
+    def _prune(self, table: HistoryTable, older_than_days: float) -> int:
+        pruner, chunk, total = SqlHistoryPruner(self.engine), HistoryRetention().chunk, 0
+        while True:
+            gone = pruner.prune_history(
+                table, older_than_seconds=older_than_days * _DAY, limit=chunk
+            )
+            total += gone
+            if gone < chunk:
+                return total
 
     def count_failover_events(self) -> int:
         """How many failover events the ledger records (kept until cleaned up)."""

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from ledgerq.core import errors, fleet
-from ledgerq.core.job import Job, JobHint
+from ledgerq.core.job import Job, JobHint, as_utc
+from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import FINISHED, UNFINISHED, JobState
 from ledgerq.store.history import end_attempts, running_attempt_of
 from ledgerq.store.tables import jobs
 from ledgerq.store.transactions import SqlTransactions
 
 S = JobState
+#: Dead jobs one transaction of a bulk retry moves.
+RETRY_CHUNK = 500
 
 
 class SqlJobOperations(SqlTransactions):
@@ -60,13 +64,85 @@ class SqlJobOperations(SqlTransactions):
         """Queue a held job, due now; raise ``InvalidTransition`` if it is not held."""
         return self._move(job_id, S.QUEUED, from_states=frozenset({S.HELD}))
 
+    def retry_dead_jobs(self, which: DeadJobFilter, *, dry_run: bool = False) -> RequeueReport:
+        """Queue again, due now, the ``dead`` jobs ``which`` selects: ``RETRY_CHUNK`` per
+        transaction in id order, so a large set never holds its rows locked for long. Fenced:
+        each update re-checks ``state = 'dead'``, so a job retried, deleted or moved meanwhile
+        is left alone and not counted. ``dry_run`` counts the matches and moves nothing."""
+        matching = self._dead_matching(which)
+        if dry_run:
+            stmt = (
+                sa.select(jobs.c.queue, jobs.c.task, sa.func.count())
+                .where(matching)
+                .group_by(jobs.c.queue, jobs.c.task)
+            )
+            with self._read() as conn:
+                rows: Sequence[Any] = conn.execute(stmt).all()
+            return RequeueReport(True, {(str(q), str(t)): int(n) for q, t, n in rows})
+        counts: Counter[tuple[str, str]] = Counter()
+        touched: list[int] = []
+        after = 0
+        while True:
+            pick = (
+                sa.select(jobs.c.id, jobs.c.queue, jobs.c.task)
+                .where(matching, jobs.c.id > after)
+                .order_by(jobs.c.id)
+                .limit(RETRY_CHUNK)
+            )
+            with self._begin() as conn:
+                picked: Sequence[Any] = conn.execute(pick).all()
+                if not picked:
+                    break
+                after = int(picked[-1].id)
+                groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+                for row in picked:
+                    groups[(str(row.queue), str(row.task))].append(int(row.id))
+                moved_queues = set()
+                for key, ids in groups.items():
+                    # The fence: ``matching`` again, on the rows as they are now.
+                    again = sa.update(jobs).where(jobs.c.id.in_(ids), matching)
+                    moved = int(conn.execute(again.values(self._queued_again())).rowcount)
+                    if moved:
+                        counts[key] += moved
+                        moved_queues.add(key[0])
+                    touched += ids
+                if moved_queues:
+                    self.dialect.notify(conn, moved_queues)
+        return RequeueReport(False, dict(counts), tuple(touched))
+
+    def _dead_matching(self, which: DeadJobFilter) -> sa.ColumnElement[bool]:
+        # A workflow's dead step is rerun with its workflow (``workflow retry``), which
+        # reopens the workflow and its cancelled dependents; alone it would run behind it.
+        conditions = [jobs.c.state == S.DEAD.value, jobs.c.workflow_id.is_(None)]
+        if which.queue is not None:
+            conditions.append(jobs.c.queue == which.queue)
+        if which.task is not None:
+            conditions.append(jobs.c.task == which.task)
+        if which.died_since is not None:
+            since = self.dialect.bind_time(as_utc(which.died_since))
+            conditions.append(jobs.c.finished_at >= since)
+        return sa.and_(*conditions)
+
+    def _queued_again(self) -> dict[str, Any]:
+        """The values of an operator's retry (one job or many): ``queued``, due now, with
+        its attempt kept (the fencing token never drops), so it gets one more run as its
+        ``attempt`` is checked against ``max_attempts`` when that run ends."""
+        d = self.dialect
+        return {
+            "state": S.QUEUED.value,
+            "lease_expires_at": None,
+            "run_at": d.now(),
+            "finished_at": None,
+            "worker_id": None,
+        }
+
     def _move(self, job_id: int, target: JobState, *, from_states: frozenset[JobState]) -> Job:
         d = self.dialect
-        values: dict[str, Any] = {"state": target.value, "lease_expires_at": None}
+        values: dict[str, Any]
         if target is S.QUEUED:
-            values.update(run_at=d.now(), finished_at=None, worker_id=None)
+            values = self._queued_again()
         else:
-            values.update(finished_at=d.now())
+            values = {"state": target.value, "lease_expires_at": None, "finished_at": d.now()}
         with self._begin() as conn:
             stmt = (
                 sa.update(jobs)

@@ -15,15 +15,16 @@ from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
 from ledgerq.store import batch_hook, moves
+from ledgerq.store.history_pruning import SqlHistoryPruner
 from ledgerq.store.tables import idempotency_keys, job_dedupe_windows, jobs, paused_queues
-from ledgerq.store.transactions import SqlTransactions, translate_error
+from ledgerq.store.transactions import translate_error
 
 S = JobState
 _NEVER_STARTED = [S.HELD.value, S.SCHEDULED.value, S.QUEUED.value]
 
 
-class SqlLedgerRepair(SqlTransactions):
-    """The LedgerRepair port over SQLAlchemy Core."""
+class SqlLedgerRepair(SqlHistoryPruner):
+    """The LedgerRepair port over SQLAlchemy Core (history pruning: ``history_pruning.py``)."""
 
     @contextmanager
     def exclusive(self, name: str) -> Iterator[bool]:

@@ -1,18 +1,28 @@
 """``ledgerq worker list|stats|health|stop|stop-all|deregister|cleanup-crashed|
-failover-recovery``: the fleet as operators see and steer it. Stop requests are rows in the
-database, so they reach workers on every host."""
+failover-recovery|failovers``: the fleet as operators see and steer it. Stop requests are rows
+in the database, so they reach workers on every host."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
+import urllib.error
+import urllib.request
 from typing import Any
 
 import click
 
 from ledgerq.app import wiring
 from ledgerq.cli.cli_context import CliContext, pass_cli
-from ledgerq.cli.fleet_output import health_dict, verdict, worker_dict, workers_table
+from ledgerq.cli.fleet_output import (
+    failover_dict,
+    failovers_table,
+    health_dict,
+    verdict,
+    worker_dict,
+    workers_table,
+)
 from ledgerq.core import errors, fleet
 from ledgerq.store.fleet_admin import SqlFleetAdmin
 
@@ -85,10 +95,33 @@ def stats(cli: CliContext) -> int:
 
 @click.command("health")
 @click.option("--worker-id", help="One worker (default: every active worker).")
+@click.option(
+    "--self",
+    "this_host",
+    is_flag=True,
+    help="The active workers of this host (the hostname workers record): a container's"
+    " HEALTHCHECK. Exit 1 if none runs here.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help="Ask the health port of a worker on this host (worker start --health-port) instead"
+    " of the database: healthy if /health/ready (or /health/live, where no readiness is"
+    " served) answers 200 within --timeout.",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(0.1, 60), default=5.0, show_default=True, help="Seconds."
+)
 @pass_cli
-def health(cli: CliContext, worker_id: str | None) -> int:
+def health(
+    cli: CliContext, worker_id: str | None, this_host: bool, port: int | None, timeout: float
+) -> int:
     """Exit 0 if the worker (or every active worker) is healthy, 1 if not: for container
     health checks. A worker alive but no longer consuming counts as unhealthy."""
+    if sum((worker_id is not None, this_host, port is not None)) > 1:
+        raise click.UsageError("give one of --worker-id, --self and --port")
+    if port is not None:
+        return _probe_port(cli, port, timeout)
     store = admin(cli)
     if worker_id is not None:
         one = store.get_worker(worker_id)
@@ -97,6 +130,9 @@ def health(cli: CliContext, worker_id: str | None) -> int:
         workers = [one]
     else:
         workers = store.list_workers()
+        if this_host:
+            host = socket.gethostname()
+            workers = [w for w in workers if w.hostname == host]
     records = store.latest_health_checks([w.worker_id for w in workers])
     settings = cli.app().settings
     report: dict[str, dict[str, Any]] = {}
@@ -116,7 +152,7 @@ def health(cli: CliContext, worker_id: str | None) -> int:
     if cli.as_json:
         cli.emit_json({"healthy": healthy, "workers": report})
     elif not report:
-        click.echo("unhealthy: no active workers")
+        click.echo("unhealthy: no active workers" + (" on this host" if this_host else ""))
     else:
         for name, r in report.items():
             state = "healthy" if r["healthy"] else "UNHEALTHY: " + "; ".join(r["problems"])
@@ -124,27 +160,89 @@ def health(cli: CliContext, worker_id: str | None) -> int:
     return 0 if healthy else 1
 
 
+def _probe_port(cli: CliContext, port: int, timeout: float) -> int:
+    """GET /health/ready of 127.0.0.1:``port`` (/health/live where it answers 404)."""
+    answer = "no answer"
+    healthy = False
+    for path in ("/health/ready", "/health/live"):
+        url = f"http://127.0.0.1:{port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                healthy, answer = response.status == 200, f"{path} answered {response.status}"
+        except urllib.error.HTTPError as exc:
+            answer = f"{path} answered {exc.code}"
+            if exc.code == 404:
+                continue
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            answer = f"{path} did not answer: {reason}"
+        break
+    if cli.as_json:
+        cli.emit_json({"healthy": healthy, "port": port, "answer": answer})
+    else:
+        click.echo(f"{'healthy' if healthy else 'unhealthy'}: {answer}")
+    return 0 if healthy else 1
+
+
+def _stop_mode(immediate: bool) -> fleet.StopMode:
+    return fleet.StopMode.IMMEDIATE if immediate else fleet.StopMode.GRACEFUL
+
+
+_GRACEFUL_HELP = "Let in-flight jobs finish within the worker's grace period (the default)."
+_IMMEDIATE_HELP = "Skip the grace period: put in-flight jobs back to the queue at once."
+
+
 @click.command("stop")
-@click.option("--worker-id", required=True, help="The worker to stop.")
-@click.option("--graceful", is_flag=True, help="Let in-flight jobs finish (grace period).")
+@click.option("--worker-id", help="The worker to stop.")
+@click.option(
+    "--this-host",
+    is_flag=True,
+    help="Every active worker of this host (the hostname workers record).",
+)
+@click.option("--graceful", "graceful", is_flag=True, help=_GRACEFUL_HELP)
+@click.option("--immediate", is_flag=True, help=_IMMEDIATE_HELP)
 @pass_cli
-def stop(cli: CliContext, worker_id: str, graceful: bool) -> int:
-    """Ask one worker to stop, on whatever host it runs (it sees the request at its next
-    heartbeat). Without --graceful its unfinished jobs are put back at once."""
-    mode = fleet.StopMode.GRACEFUL if graceful else fleet.StopMode.IMMEDIATE
-    if admin(cli).request_stop(worker_id=worker_id, mode=mode) == 0:
+def stop(
+    cli: CliContext, worker_id: str | None, this_host: bool, graceful: bool, immediate: bool
+) -> int:
+    """Ask a worker (or this host's workers) to stop, on whatever host it runs; it sees the
+    request at its next heartbeat, or at once through Redis when configured. Graceful by
+    default: running jobs finish within the grace period (WORKER --grace, SHUTDOWN_GRACE),
+    the rest go back to the queue; --immediate puts them back at once."""
+    if (worker_id is None) == (not this_host):
+        raise click.UsageError("give either --worker-id ID or --this-host")
+    if graceful and immediate:
+        raise click.UsageError("--graceful and --immediate contradict each other")
+    mode = _stop_mode(immediate)
+    store = admin(cli)
+    if worker_id is not None:
+        targets = [worker_id]
+    else:
+        host = socket.gethostname()
+        targets = [w.worker_id for w in store.list_workers() if w.hostname == host]
+    asked = [t for t in targets if store.request_stop(worker_id=t, mode=mode)]
+    if worker_id is not None and not asked:
         raise click.ClickException(f"no active worker {worker_id!r}")
-    _announce_stop(cli, worker_id, mode)
-    click.echo(f"stop ({mode.value}) requested for {worker_id}")
+    for target in asked:
+        _announce_stop(cli, target, mode)
+    if cli.as_json:
+        cli.emit_json({"stop_requested": asked, "mode": mode.value})
+    elif worker_id is not None:
+        click.echo(f"stop ({mode.value}) requested for {worker_id}")
+    else:
+        click.echo(f"stop ({mode.value}) requested for {len(asked)} worker(s) of this host")
     return 0
 
 
 @click.command("stop-all")
-@click.option("--graceful", is_flag=True, help="Let in-flight jobs finish (grace period).")
+@click.option("--graceful", "graceful", is_flag=True, help=_GRACEFUL_HELP)
+@click.option("--immediate", is_flag=True, help=_IMMEDIATE_HELP)
 @pass_cli
-def stop_all(cli: CliContext, graceful: bool) -> int:
-    """Ask every active worker to stop."""
-    mode = fleet.StopMode.GRACEFUL if graceful else fleet.StopMode.IMMEDIATE
+def stop_all(cli: CliContext, graceful: bool, immediate: bool) -> int:
+    """Ask every active worker to stop; graceful by default, as ``stop``."""
+    if graceful and immediate:
+        raise click.UsageError("--graceful and --immediate contradict each other")
+    mode = _stop_mode(immediate)
     asked = admin(cli).request_stop(worker_id=None, mode=mode)
     _announce_stop(cli, None, mode)
     if cli.as_json:
@@ -216,4 +314,20 @@ def failover_recovery(cli: CliContext, force: bool) -> int:
         )
     if not events:
         click.echo("no stale workers")
+    return 0
+
+
+@click.command("failovers")
+@click.option(
+    "--limit", type=click.IntRange(1, 100_000), default=50, show_default=True, help="Newest N."
+)
+@pass_cli
+def failovers(cli: CliContext, limit: int) -> int:
+    """The failover record, newest first: the dead worker, who noticed, the jobs moved
+    (requeued, and buried because their attempts were spent) and the time it took."""
+    events = admin(cli).list_failover_events(limit=limit)
+    if cli.as_json:
+        cli.emit_json([failover_dict(e) for e in events])
+    else:
+        cli.console.print(failovers_table(events))
     return 0

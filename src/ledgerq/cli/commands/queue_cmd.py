@@ -1,13 +1,18 @@
-"""``ledgerq queue stats|pause|resume``."""
+"""``ledgerq queue stats|pause|resume|requeue-failed``."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
+from rich.markup import escape
+from rich.table import Table
 
 from ledgerq.app import operations_surface
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.cli.output import counts_table
+from ledgerq.core.requeue import DeadJobFilter, parse_since
 
 _CHECKS = "ledgerq.cli.commands.fleet_checks_cmd:"
 _LOCKS = "ledgerq.cli.commands.locks_cmd:"
@@ -68,4 +73,45 @@ def resume(cli: CliContext, name: str) -> int:
     """Let workers claim jobs of queue NAME again."""
     operations_surface.queue_controls(cli.app().parts).resume_queue(name)
     click.echo(f"queue {name} resumed")
+    return 0
+
+
+def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_since(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@group.command("requeue-failed")
+@click.option("--queue", help="Only dead jobs of this queue.")
+@click.option("--task", help="Only dead jobs of this task.")
+@click.option(
+    "--since",
+    callback=_since,
+    help="Only jobs that died since then: a duration back from now (90s, 15m, 2h, 7d, 1w) or"
+    " an ISO-8601 time (naive: UTC).",
+)
+@click.option("--dry-run", is_flag=True, help="Count the jobs that would move; move none.")
+@pass_cli
+def requeue_failed(
+    cli: CliContext, queue: str | None, task: str | None, since: datetime | None, dry_run: bool
+) -> int:
+    """Run dead jobs again now, in bulk, as ``job retry`` does one (one more run each). Only
+    jobs still dead when the update reaches them move; the counts are per queue and task.
+    Workflow steps are left to ``workflow retry``."""
+    which = DeadJobFilter(queue=queue, task=task, died_since=since)
+    report = cli.app().client.retry_dead(which, dry_run=dry_run)
+    if cli.as_json:
+        cli.emit_json(report.as_dict())
+        return 0
+    verb = "would requeue" if dry_run else "requeued"
+    if report.counts:
+        table = Table("queue", "task", "jobs", title=f"dead jobs {verb}")
+        for (q, t), n in sorted(report.counts.items()):
+            table.add_row(escape(q), escape(t), str(n))
+        cli.console.print(table)
+    cli.console.print(f"{verb} {report.total} dead job(s)")
     return 0

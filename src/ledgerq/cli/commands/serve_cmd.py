@@ -44,6 +44,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         locks=operations_surface.lock_admin(app.parts),
         limits=app.limits,
         items=app.parts.items,
+        failovers=app.parts.fleet,
     )
     auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
     # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.

@@ -56,6 +56,7 @@ _CHECKS = "ledgerq.cli.commands.fleet_checks_cmd:"
         "deregister": _FLEET + "deregister",
         "cleanup-crashed": _FLEET + "cleanup_crashed",
         "failover-recovery": _FLEET + "failover_recovery",
+        "failovers": _FLEET + "failovers",
         "validate-pool": _CHECKS + "validate_pool",
         "validate-config": _CHECKS + "validate_config",
         "export-config": _CHECKS + "export_config",

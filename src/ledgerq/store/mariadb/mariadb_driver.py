@@ -12,6 +12,8 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from ledgerq.store.dialects import Dialect, EngineSettings, Sessions
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS
+from ledgerq.store.mariadb.stats import MariadbStats
+from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import jobs
 
 _ER_DUP_ENTRY = 1062
@@ -87,6 +89,9 @@ class MariadbDriver(Dialect):
 
     def max_connections(self, conn: Connection) -> int | None:
         return int(conn.exec_driver_sql("SELECT @@max_connections").scalar_one())
+
+    def stats_reader(self) -> StatsReader:
+        return MariadbStats()
 
     def try_lock(self, conn: Connection, name: str) -> bool:
         return conn.execute(sa.select(sa.func.get_lock(_ledger_lock_name(name), 0))).scalar() == 1

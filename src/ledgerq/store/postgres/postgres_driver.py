@@ -21,6 +21,8 @@ from ledgerq.store.postgres import statements as pg
 from ledgerq.store.postgres.fast import FastStatements
 from ledgerq.store.postgres.listener import PG_DEAD_PEER_DEFAULTS, PgNotifyWaker
 from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
+from ledgerq.store.postgres.stats import PostgresStats
+from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import jobs
 
 #: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
@@ -228,6 +230,9 @@ class PostgresDriver(Dialect):
 
     def max_connections(self, conn: Connection) -> int | None:
         return int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+
+    def stats_reader(self) -> StatsReader:
+        return PostgresStats()
 
     def try_lock(self, conn: Connection, name: str) -> bool:
         key = self._lock_key(conn, name)

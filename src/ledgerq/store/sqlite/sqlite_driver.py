@@ -11,6 +11,8 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.store.dialects import Dialect, EngineSettings, insert_or_skip_with
 from ledgerq.store.sqlite import write_lock
+from ledgerq.store.sqlite.stats import SqliteStats
+from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import jobs
 
 
@@ -53,6 +55,9 @@ class SqliteDriver(Dialect):
 
     # The extra condition would also steer the planner off the primary key.
     rechecks_candidates = False
+
+    def stats_reader(self) -> StatsReader:
+        return SqliteStats()
 
     def _insert_ignore(self) -> Any:
         return sqlite.insert(jobs).on_conflict_do_nothing()
