@@ -105,6 +105,6 @@ def render(steps: Sequence[StepView]) -> str:
         f' height="{height}" viewBox="0 0 {width} {height}" role=img'
         ' aria-label="workflow steps and their dependencies">'
         '<defs><marker id=arrow viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7"'
-        ' markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" class=arrowhead/>'
+        ' markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#8c959f"/>'
         "</marker></defs>" + "".join(edges) + "".join(nodes) + "</svg>"
     )

@@ -140,9 +140,9 @@ def _charts(deps: AdminDeps) -> str:
     )
     return (
         f'<section class=charts id=charts data-history="{pages.e(data)}">'
-        "<div><h3>Throughput (jobs succeeded per minute, last hour)</h3>"
+        "<div><h3>Succeeded per minute (last hour)</h3>"
         "<canvas id=chart-throughput width=400 height=140></canvas></div>"
-        "<div><h3>Failures (jobs dead per minute, last hour)</h3>"
+        "<div><h3>Dead per minute (last hour)</h3>"
         "<canvas id=chart-failures width=400 height=140></canvas></div>"
         "<div><h3>Queue depth (queued, live)</h3>"
         "<canvas id=chart-depth width=400 height=140></canvas></div></section>"

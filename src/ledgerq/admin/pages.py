@@ -213,6 +213,8 @@ def job_detail(job: dict[str, Any], items: Mapping[str, Any] | None = None) -> s
         ("queue", e(job["queue"])),
         ("task", e(job["task"])),
         ("attempt", f"{job['attempt']} of {job['max_attempts']}"),
+        *_links(job),
+        *items_row(items),
         ("priority", e(job["priority"])),
         ("worker", e(job["worker_id"])),
         ("dedupe key", e(job["dedupe_key"])),
@@ -222,23 +224,21 @@ def job_detail(job: dict[str, Any], items: Mapping[str, Any] | None = None) -> s
         ("started", e(job["started_at"]) if job["started_at"] else "waiting to start"),
         ("heartbeat", e(job["heartbeat_at"])),
         ("finished", e(job["finished_at"])),
-        *_links(job),
-        *items_row(items),
     ]
     rows = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in fields)
     arguments = json.dumps({"args": job["args"], "kwargs": job["kwargs"]}, indent=2)
+    error = job.get("error")
+    # The error's header goes on top, where a person looks first; its traceback below.
+    header = f"<p class=error id=job-error>{e(error_header(error))}</p>" if error else ""
     parts = [
-        f"<h2>Job {job['id']}</h2><p>{job_actions(job)}</p>",
+        f"<h2>Job {job['id']}</h2>{header}<p>{job_actions(job)}</p>",
         f"<table class=detail>{rows}</table>",
         f"<h3>Arguments</h3><pre>{e(arguments)}</pre>",
     ]
     if job["result"] is not None:
         parts.append(f"<h3>Result</h3><pre>{e(json.dumps(job['result'], indent=2))}</pre>")
-    error = job.get("error")
-    if error:
-        parts.append(f"<h3>Error</h3><p class=error id=job-error>{e(error_header(error))}</p>")
-        if error.get("traceback"):
-            parts.append(f"<pre class=traceback>{e(error['traceback'])}</pre>")
+    if error and error.get("traceback"):
+        parts.append(f"<h3>Traceback</h3><pre class=traceback>{e(error['traceback'])}</pre>")
     return "".join(parts)
 
 

@@ -187,15 +187,17 @@
     canvas.setAttribute("data-total", String(total));
     canvas.setAttribute("data-minutes", String(values.length));
     var step = (w - 2) / Math.max(values.length, 1);
+    var base = h - 15;  // the bottom 15 px hold the time axis' labels
+    ctx.clearRect(0, base, w, h - base);
     ctx.fillStyle = color;
     values.forEach(function (v, i) {
-      var bar = (v / max) * (h - 18);
-      ctx.fillRect(1 + i * step, h - 1 - bar, Math.max(step - 1, 1), bar);
+      var bar = (v / max) * (base - 18);
+      ctx.fillRect(1 + i * step, base - bar, Math.max(step - 1, 1), bar);
     });
     ctx.fillStyle = "#57606a";
     ctx.fillText("max " + max + "/min · " + total + " in the hour", 4, 12);
-    ctx.fillText("-60 min", 4, h - 4);
-    ctx.fillText("now", w - 24, h - 4);
+    ctx.fillText("-60 min", 4, h - 3);
+    ctx.fillText("now", w - 26, h - 3);
   }
 
   function drawMinutes() {
