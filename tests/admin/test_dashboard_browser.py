@@ -169,6 +169,15 @@ def test_overview_is_live_and_its_actions_change_the_ledger(
         row = '#queues tr[data-queue="default"]'
         wait_until(lambda: page.text(row).split()[5:6] == ["5"], timeout=20, what="succeeded")
         assert "mail" in page.text("#queues")
+        # ...and the throughput chart goes on from its history with the jobs done since.
+        more = client.enqueue([client.build("admin.add", [n, 1]) for n in range(3)])
+        wait_until(
+            lambda: all(client.get(r.job_id).state is JobState.SUCCEEDED for r in more),
+            what="more jobs done",
+        )
+        wait_until(
+            lambda: int(chart.get_attribute("data-total")) >= 8, timeout=10, what="chart live"
+        )
         assert page.has('#workers tr[data-status="stopped"]')
         assert page.has('#workers tr[data-status="dead"]')
         assert "w-dead@host-b" in page.text('#workers tr[data-status="dead"]')
@@ -204,9 +213,11 @@ def test_overview_is_live_and_its_actions_change_the_ledger(
         assert "2 of 1" in page.text("table.detail")
 
 
-def test_batch_and_job_pages_link_both_ways_and_retry_failed_members(
+def test_batch_jobs_and_job_pages_link_both_ways_and_retry_failed_members(
     served_sqlite: Served, page: Page
 ) -> None:
+    from selenium.webdriver.common.by import By
+
     app = served_sqlite.app
     scene = dashboard_scene.build(app)
     dashboard_scene.run(app, scene)
@@ -228,7 +239,25 @@ def test_batch_and_job_pages_link_both_ways_and_retry_failed_members(
     page.shoot("job")
     page.click("#job-batch")
     wait_until(lambda: page.at(f"/dashboard/batches/{scene.batch_id}"), what="back to batch")
+    (dead_step,) = [
+        s.job_id for s in app.workflows.get(scene.workflow_id).steps if s.name == "enrich"
+    ]
 
+    # The jobs page filters with its form: the dead ones, with their error headers.
+    page.open("/dashboard/jobs")
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find("form.filters select[name=state]")).select_by_value("dead")
+    page.click("form.filters button")
+    wait_until(lambda: "state=dead" in page.driver.current_url, what="filtered")
+    rows = page.driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
+    assert sorted(int(r.get_attribute("data-job-id")) for r in rows) == sorted(
+        [scene.items_job, scene.boom_job, dead_step]
+    )
+    assert "RuntimeError: item 3 failed" in page.text(f'#jobs tr[data-job-id="{scene.items_job}"]')
+    page.shoot("jobs")
+
+    page.open(f"/dashboard/batches/{scene.batch_id}")
     page.click("main p button.act")  # Retry failed members
     wait_until(
         lambda: all(
