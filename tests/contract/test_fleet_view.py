@@ -55,3 +55,8 @@ def test_the_registry_lists_stopped_and_dead_workers_after_the_active_ones(
     assert {w: v.status for w, v in gone.items()} == {"w-stopped": "stopped", "w-dead": "dead"}
     assert all(v.hostname == "host-1" and v.running_jobs == 0 for v in gone.values())
     assert gone["w-stopped"].stopped_at is not None
+    view.INACTIVE_LISTED = 1  # only the most recently seen of the two
+    assert [w.worker_id for w in view.list_workers(include_inactive=True)] == [
+        "w-live",
+        "w-stopped",
+    ]

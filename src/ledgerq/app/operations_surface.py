@@ -60,13 +60,19 @@ class RegistryFleetView:
     def __init__(self, admin: SqlFleetAdmin) -> None:
         self._admin = admin
 
+    #: The stopped and dead workers listed at most (the most recently seen): their rows stay
+    #: until ``worker cleanup-crashed``, and a fleet that recycles processes leaves many.
+    INACTIVE_LISTED = 50
+
     def list_workers(self, *, include_inactive: bool = False) -> list[WorkerView]:
-        """Active workers most recently seen first, then (``include_inactive``) the stopped
-        and dead ones, most recently seen first."""
+        """Active workers most recently seen first, then (``include_inactive``) the
+        ``INACTIVE_LISTED`` most recently seen stopped and dead ones."""
         records = sorted(
             self._admin.list_workers(include_inactive=include_inactive),
             key=lambda r: (r.state is not WorkerState.ACTIVE, r.heartbeat_age_seconds),
         )
+        active = sum(1 for r in records if r.state is WorkerState.ACTIVE)
+        records = records[: active + self.INACTIVE_LISTED]
         return [
             WorkerView(
                 worker_id=r.worker_id,
