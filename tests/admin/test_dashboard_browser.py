@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
@@ -32,6 +32,7 @@ from tests.helpers import running_worker, wait_until
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 SCREENSHOTS = os.environ.get("LEDGERQ_TEST_SCREENSHOT_DIR")
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,13 @@ class Page:
         return self.driver.find_element(By.CSS_SELECTOR, selector)
 
     def text(self, selector: str) -> str:
-        return str(self.find(selector).text)
+        """The element's text; "" while there is none (e.g. the page is reloading)."""
+        from selenium.common.exceptions import NoSuchElementException
+
+        try:
+            return str(self._fresh(lambda: self.find(selector).text))
+        except NoSuchElementException:
+            return ""
 
     def has(self, selector: str) -> bool:
         from selenium.webdriver.common.by import By
@@ -98,7 +105,20 @@ class Page:
         return bool(self.driver.find_elements(By.CSS_SELECTOR, selector))
 
     def click(self, selector: str) -> None:
-        self.find(selector).click()
+        self._fresh(lambda: self.find(selector).click())
+
+    @staticmethod
+    def _fresh(action: Callable[[], T]) -> T:
+        """``action`` again when the element it found was replaced meanwhile (the
+        Coordination section is swapped for a fresh copy every 3 s)."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        for _ in range(4):
+            try:
+                return action()
+            except StaleElementReferenceException:
+                continue
+        return action()
 
     def at(self, path: str) -> bool:
         return bool(self.driver.current_url == f"{self.base}{path}")
@@ -211,6 +231,12 @@ def test_overview_is_live_and_its_actions_change_the_ledger(
         page.open(f"/dashboard/jobs/{failed_id}")
         assert page.text("#job-state") == "succeeded"
         assert "2 of 1" in page.text("table.detail")
+
+        # A session that ends (signed out elsewhere, serve restarted) stops the live updates
+        # with one message.
+        page.open("/dashboard")
+        page.driver.delete_all_cookies()
+        wait_until(lambda: "session ended" in page.text("#toast"), what="session ended shown")
 
 
 def test_batch_jobs_and_job_pages_link_both_ways_and_retry_failed_members(

@@ -56,9 +56,24 @@
     return { start: data.start || 0, succeeded: data.succeeded || [], dead: data.dead || [] };
   }
 
+  var timers = [];
+  var stopped = false;
+
+  // A 401 means the session ended (signed out elsewhere, or serve restarted): stop polling
+  // and say so once, instead of a failing request and a toast every few seconds.
+  function checked(r) {
+    if (r.status === 401 && !stopped) {
+      stopped = true;
+      timers.forEach(clearInterval);
+      toast("session ended: reload the page to sign in again", true);
+    }
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    return r;
+  }
+
   function getJSON(path) {
     return fetch(path, { credentials: "same-origin", headers: { "Accept": "application/json" } })
-      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); });
+      .then(checked).then(function (r) { return r.json(); });
   }
 
   function cell(row, text, cls) {
@@ -261,7 +276,7 @@
       lineChart("chart-depth", depth, "#bf8700");
       lastAt = metrics.at;
       overview.setAttribute("data-updated", String(metrics.at));
-    }).catch(function (error) { toast("live update failed: " + error.message, true); });
+    }).catch(function (error) { if (!stopped) toast("live update failed: " + error.message, true); });
   }
 
   var refreshes = 0;
@@ -269,7 +284,7 @@
     var section = document.getElementById("coordination");
     if (!section) return;
     fetch("/dashboard/fragments/coordination", { credentials: "same-origin" })
-      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+      .then(checked).then(function (r) { return r.text(); })
       .then(function (html) {
         var holder = document.createElement("div");
         holder.innerHTML = html;  // rendered by the server with every value escaped
@@ -278,12 +293,14 @@
         refreshes += 1;
         fresh.setAttribute("data-refreshes", String(refreshes));
         section.replaceWith(fresh);
-      }).catch(function (error) { toast("coordination update failed: " + error.message, true); });
+      }).catch(function (error) {
+        if (!stopped) toast("coordination update failed: " + error.message, true);
+      });
   }
 
   drawMinutes();
   poll();
-  setInterval(poll, 2000);
-  setInterval(refreshCoordination, 3000);
-  setInterval(resync, 60000);
+  timers.push(setInterval(poll, 2000));
+  timers.push(setInterval(refreshCoordination, 3000));
+  timers.push(setInterval(resync, 60000));
 })();
