@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench lint install install-test clean
+.PHONY: demo test bench lint screenshots install install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ lint: install-test
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+## make screenshots: the dashboard's pages as docs/dashboard-<page>.png (headless Chromium)
+screenshots: install-test
+	LEDGERQ_TEST_SCREENSHOT_DIR=docs $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/admin/test_dashboard_browser.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

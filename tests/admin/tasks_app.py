@@ -1,6 +1,7 @@
 """The application the admin tests serve and run: one task that succeeds, one that always
-fails, one that fails only its first attempt (so a retry from the dashboard succeeds) and
-one that takes a while (so a worker shows as busy). ``ledgerq --app tests.admin.tasks_app:app``."""
+fails, one that fails only its first attempt (so a retry from the dashboard succeeds), one
+that takes a while (so a worker shows as busy) and one that walks batch items (failing at the
+item asked for, so its progress stops part way). ``ledgerq --app tests.admin.tasks_app:app``."""
 
 from __future__ import annotations
 
@@ -34,13 +35,25 @@ def make_app(**settings: Any) -> LedgerQ:
     def chatty(ctx: JobContext, dsn: str) -> None:
         structlog.get_logger("tests.chatty").info("task says hello", dsn=dsn, api_token="t0k3n")
 
+    _register_long_running(app)
+    return app
+
+
+def _register_long_running(app: LedgerQ) -> None:
+    """The tasks that take a while or walk items."""
+
+    @app.task(name="admin.items", queue="default", max_attempts=1)
+    def items(ctx: JobContext, total: int, fail_at: int = -1) -> int:
+        for n, key in enumerate(ctx.items(range(total))):
+            if n == fail_at:
+                raise RuntimeError(f"item {key} failed")
+        return total
+
     @app.task(name="admin.slow", queue="default")
     def slow(ctx: JobContext, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not ctx.stop_requested:
             time.sleep(0.05)
-
-    return app
 
 
 app = make_app()

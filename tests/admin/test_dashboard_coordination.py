@@ -72,13 +72,15 @@ def test_coordination_section_shows_schedules_workflows_locks_and_breakers(
     nightly = page.split('<tr data-schedule="nightly">', 1)[1].split("</tr>", 1)[0]
     assert "<code>0 3 * * *</code>" in nightly and "Asia/Tokyo" in nightly
     assert "<td>paused</td>" in nightly and nightly.endswith(
-        "<td>-</td><td>-</td>"
-    )  # not passed over
+        '<td>-</td><td>-</td><td><button class="act"'
+        ' data-action="/admin/schedules/nightly/resume">Resume</button></td>'
+    )  # not passed over, and a paused schedule offers to resume
     ticking = page.split('<tr data-schedule="tick&lt;b&gt;">', 1)[1].split("</tr>", 1)[0]
     assert "<td>active</td>" in ticking and "<td>-</td>" not in ticking
+    assert 'data-action="/admin/schedules/tick%3Cb%3E/pause">Pause</button>' in ticking
 
     assert html.escape("report <b>now</b>") in page and "<b>now</b>" not in page
-    assert f"<td>{workflow_id}</td>" in page
+    assert f'<td><a href="/dashboard/workflows/{workflow_id}">{workflow_id}</a></td>' in page
     assert '<span class="state running">running</span>' in page and ">0/1</td>" in page
 
     assert "export&lt;1&gt;" in page and "ops&amp;co" in page and "ops&co" not in page

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -17,7 +18,7 @@ from ledgerq.admin.auth import Caller, admin_access, read_access
 from ledgerq.admin.deps import AdminDeps, job_document
 from ledgerq.core import errors
 from ledgerq.core.job import check_run_at
-from ledgerq.core.operations import IdempotentRequest, WorkerView
+from ledgerq.core.operations import MAX_HISTORY_MINUTES, IdempotentRequest, WorkerView
 from ledgerq.core.states import FINISHED, JobState
 
 audit = structlog.get_logger("ledgerq.audit")
@@ -238,6 +239,8 @@ def worker_documents(views: Sequence[WorkerView]) -> list[dict[str, Any]]:
             "running_jobs": v.running_jobs,
             "queues": list(v.queues),
             "last_heartbeat_at": v.last_heartbeat_at,
+            "hostname": v.hostname,
+            "stopped_at": v.stopped_at,
             "heartbeat_age_seconds": (
                 round((now - v.last_heartbeat_at).total_seconds(), 3)
                 if v.last_heartbeat_at
@@ -249,9 +252,10 @@ def worker_documents(views: Sequence[WorkerView]) -> list[dict[str, Any]]:
 
 
 @router.get("/admin/queue/workers", response_model=schemas.WorkersOut, tags=["queues"])
-def get_workers(_caller: Reader, deps: Deps) -> dict[str, Any]:
-    """Active workers of the registry (``source``: ``registry``)."""
-    views = deps.fleet.list_workers()
+def get_workers(_caller: Reader, deps: Deps, include_inactive: bool = False) -> dict[str, Any]:
+    """Active workers of the registry (``source``: ``registry``); with ``include_inactive``
+    the stopped and dead ones it still records follow them."""
+    views = deps.fleet.list_workers(include_inactive=include_inactive)
     source = views[0].source if views else "jobs"
     return {"source": source, "workers": worker_documents(views)}
 
@@ -268,3 +272,15 @@ def get_metrics_snapshot(_caller: Reader, deps: Deps) -> dict[str, Any]:
         "queue_lengths": {q["name"]: q["queued"] for q in stats["queues"]},
         "workers_active": len(deps.fleet.list_workers()),
     }
+
+
+@router.get("/admin/metrics/history", response_model=schemas.HistoryOut, tags=["queues"])
+def get_history(
+    _caller: Reader,
+    deps: Deps,
+    minutes: Annotated[int, Query(ge=1, le=MAX_HISTORY_MINUTES)] = 60,
+) -> dict[str, Any]:
+    """Jobs finished per minute (succeeded, dead, cancelled) over the last ``minutes``, read
+    from the ledger's ``finished_at``: the dashboard's charts start from it."""
+    history = deps.controls.finished_per_minute(minutes=minutes)
+    return {"minutes": [asdict(m) for m in history]}

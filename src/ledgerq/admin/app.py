@@ -14,6 +14,7 @@ from ledgerq.admin import (
     api,
     batches_api,
     dashboard,
+    flow_pages,
     health,
     limits_api,
     locks_api,
@@ -92,6 +93,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.include_router(batches_api.router)
     app.include_router(workflows_api.router)
     app.include_router(dashboard.router)
+    app.include_router(flow_pages.router)
 
     @app.exception_handler(errors.LedgerqError)
     async def on_ledgerq_error(_request: Request, exc: errors.LedgerqError) -> JSONResponse:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from ledgerq.admin.api import ERRORS, Admin, Deps, Reader, record_audit
+from ledgerq.core.batches import BatchStatus
 
 router = APIRouter(responses=ERRORS, tags=["batches"])
 
@@ -38,13 +39,30 @@ class BatchRetryOut(BaseModel):
     retried: list[int] = Field(description="Ids of the dead and failed members now queued.")
 
 
-@router.get("/api/v1/batches/{batch_id}", response_model=BatchOut)
-def get_batch(batch_id: BatchId, _caller: Reader, deps: Deps) -> dict[str, Any]:
-    """The batch's progress, members per state and which callbacks fired."""
-    status = deps.batches.get(batch_id)
+class BatchList(BaseModel):
+    """The newest batches first."""
+
+    batches: list[BatchOut]
+
+
+def _document(status: BatchStatus) -> dict[str, Any]:
     document = status.as_dict()
     document["progress"] = round(status.finished / status.size, 4) if status.size else 1.0
     return document
+
+
+@router.get("/api/v1/batches", response_model=BatchList)
+def list_batches(
+    _caller: Reader, deps: Deps, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+) -> dict[str, Any]:
+    """The newest batches with their progress and members per state."""
+    return {"batches": [_document(s) for s in deps.batches.list(limit=limit)]}
+
+
+@router.get("/api/v1/batches/{batch_id}", response_model=BatchOut)
+def get_batch(batch_id: BatchId, _caller: Reader, deps: Deps) -> dict[str, Any]:
+    """The batch's progress, members per state and which callbacks fired."""
+    return _document(deps.batches.get(batch_id))
 
 
 @router.post("/api/v1/batches/{batch_id}/retry-failed", response_model=BatchRetryOut)

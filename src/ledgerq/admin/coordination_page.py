@@ -1,10 +1,12 @@
 """The overview's Coordination section: schedules, recent workflows, held locks and circuit
 breakers, read through the same ports as their HTTP endpoints and rendered with every value
-escaped. An empty list is one "none" line, not an empty table."""
+escaped. An empty list is one "none" line, not an empty table. Schedules have pause and
+resume buttons; workflows link to their pages."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import quote
 
 from ledgerq.admin import pages
 from ledgerq.admin.deps import AdminDeps
@@ -16,7 +18,7 @@ from ledgerq.core.workflow import WorkflowView
 #: How many of the newest workflows the overview lists (the API pages through the rest).
 RECENT_WORKFLOWS = 10
 
-SCHEDULE_HEADERS = ("schedule", "cron", "tz", "status", "next tick", "last run")
+SCHEDULE_HEADERS = ("schedule", "cron", "tz", "status", "next tick", "last run", "")
 WORKFLOW_HEADERS = ("id", "name", "state", "steps")
 LOCK_HEADERS = ("lock", "owner", "token", "age")
 BREAKER_HEADERS = ("breaker", "state")
@@ -52,15 +54,32 @@ def schedule_rows(schedules: Sequence[ScheduleOverview]) -> list[str]:
             f"<td>{pages.e(state.schedule.name)}</td><td><code>{pages.e(state.schedule.cron)}"
             f"</code></td><td>{pages.e(state.schedule.tz)}</td>"
             f"<td>{'paused' if state.paused else 'active'}</td>"
-            f"<td>{pages.e(state.next_tick) or '-'}</td><td>{last}</td></tr>"
+            f"<td>{pages.e(state.next_tick) or '-'}</td><td>{last}</td>"
+            f"<td>{_toggle(state.schedule.name, paused=state.paused)}</td></tr>"
         )
     return rows
 
 
+def _toggle(name: str, *, paused: bool) -> str:
+    """Pause or resume, through ``/admin/schedules/{name}/pause|resume`` (names may hold
+    slashes, which that route takes as they are)."""
+    path = f"/admin/schedules/{quote(name, safe='/')}"
+    if paused:
+        return pages.action("Resume", f"{path}/resume")
+    return pages.action("Pause", f"{path}/pause", danger=True)
+
+
+def workflow_link(workflow_id: str) -> str:
+    """A link to the workflow's page."""
+    href = f"/dashboard/workflows/{quote(workflow_id, safe='')}"
+    return f'<a href="{pages.e(href)}">{pages.e(workflow_id)}</a>'
+
+
 def workflow_rows(workflows: Sequence[WorkflowView]) -> list[str]:
-    """One row per workflow with its finished steps out of all."""
+    """One row per workflow (linked to its page) with its finished steps out of all."""
     return [
-        f"<tr><td>{pages.e(w.id)}</td><td>{pages.e(w.name)}</td>"
+        f'<tr data-workflow="{pages.e(w.id)}"><td>{workflow_link(w.id)}</td>'
+        f"<td>{pages.e(w.name)}</td>"
         f"<td>{_state(w.state.value)}</td>"
         f"<td class=num>{int(w.steps_done)}/{int(w.steps_total)}</td></tr>"
         for w in workflows
@@ -85,7 +104,8 @@ def breaker_rows(circuits: Sequence[Circuit]) -> list[str]:
 
 
 def section(deps: AdminDeps) -> str:
-    """The whole section, read now (the page's script does not refresh it)."""
+    """The whole section, read now (the page's script fetches it again every few seconds
+    from ``/dashboard/fragments/coordination``)."""
     locks = deps.locks.list_locks() if deps.locks is not None else []
     circuits = deps.limits.list_breakers() if deps.limits is not None else []
     recent = deps.workflows.list(limit=RECENT_WORKFLOWS)

@@ -4,6 +4,7 @@ header. No GET request changes anything; static files come from this package (no
 
 from __future__ import annotations
 
+import json
 import re
 from importlib import resources
 from typing import Annotated, Any
@@ -23,7 +24,8 @@ router = APIRouter(include_in_schema=False)
 STATIC = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 
 
-def _session(request: Request) -> Caller | None:
+def session_caller(request: Request) -> Caller | None:
+    """The signed-in dashboard user of ``request`` (a session cookie), or None."""
     auth: TokenAuth = request.app.state.auth
     try:
         caller = auth.authenticate(request)
@@ -32,13 +34,15 @@ def _session(request: Request) -> Caller | None:
     return caller if caller.via == "session" else None
 
 
-def _page(request: Request, title: str, body: str, caller: Caller) -> HTMLResponse:
+def render_page(request: Request, title: str, body: str, caller: Caller) -> HTMLResponse:
+    """A whole dashboard page around ``body``, with the session's CSRF token."""
     auth: TokenAuth = request.app.state.auth
     html = pages.layout(title, body, csrf=auth.csrf_token(caller.session))
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
-def _to_login() -> RedirectResponse:
+def to_login() -> RedirectResponse:
+    """Where a request without a session goes."""
     return RedirectResponse("/dashboard/login", status_code=303)
 
 
@@ -91,7 +95,7 @@ async def login(request: Request) -> Response:
 def logout(request: Request) -> Response:
     """Revoke the session on the server and drop its cookie (CSRF-checked like every other
     change): a copy of the cookie no longer works either."""
-    caller = _session(request)
+    caller = session_caller(request)
     if caller is not None:
         auth: TokenAuth = request.app.state.auth
         auth.check_csrf(request, caller)
@@ -111,35 +115,77 @@ def static(name: str) -> Response:
     return Response(data, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
 
+#: Stopped and dead workers the overview lists after the active ones (newest first).
+INACTIVE_WORKERS_SHOWN = 20
+#: Minutes of history the throughput and failure charts start with.
+HISTORY_MINUTES = 60
+
+
+def overview_workers(deps: AdminDeps) -> list[dict[str, Any]]:
+    """Active workers, then the most recently seen stopped and dead ones."""
+    views = deps.fleet.list_workers(include_inactive=True)
+    active = [v for v in views if v.status in ("active", "running")]
+    inactive = [v for v in views if v.status not in ("active", "running")]
+    return worker_documents([*active, *inactive[:INACTIVE_WORKERS_SHOWN]])
+
+
+def _charts(deps: AdminDeps) -> str:
+    history = deps.controls.finished_per_minute(minutes=HISTORY_MINUTES)
+    data = json.dumps(
+        {
+            "start": int(history[0].minute_at.timestamp()) // 60,
+            "succeeded": [m.succeeded for m in history],
+            "dead": [m.dead for m in history],
+        }
+    )
+    return (
+        f'<section class=charts id=charts data-history="{pages.e(data)}">'
+        "<div><h3>Succeeded per minute (last hour)</h3>"
+        "<canvas id=chart-throughput width=400 height=140></canvas></div>"
+        "<div><h3>Dead per minute (last hour)</h3>"
+        "<canvas id=chart-failures width=400 height=140></canvas></div>"
+        "<div><h3>Queue depth (queued, live)</h3>"
+        "<canvas id=chart-depth width=400 height=140></canvas></div></section>"
+    )
+
+
 @router.get("/dashboard")
 def overview(request: Request) -> Response:
-    """Queues, workers, live charts, recent failures and coordination (schedules,
-    workflows, locks, breakers)."""
-    caller = _session(request)
+    """Queues, workers (active, stopped, dead), charts that start from the last hour's
+    history, recent failures and coordination (schedules, workflows, locks, breakers)."""
+    caller = session_caller(request)
     if caller is None:
-        return _to_login()
+        return to_login()
     deps: AdminDeps = request.app.state.deps
     stats = queue_stats(deps)
-    workers = worker_documents(deps.fleet.list_workers())
+    workers = overview_workers(deps)
+    active = sum(1 for w in workers if w["status"] in ("active", "running"))
     failures = [
         job_document(j)
         for state in (JobState.DEAD, JobState.FAILED)
         for j in deps.client.list(state=state, limit=20)
     ]
     body = (
-        "<section class=charts><div><h3>Throughput (jobs/s)</h3>"
-        "<canvas id=chart-throughput width=480 height=140></canvas></div>"
-        "<div><h3>Queue depth (queued)</h3>"
-        "<canvas id=chart-depth width=480 height=140></canvas></div></section>"
-        "<h2>Queues</h2>"
+        _charts(deps)
+        + "<h2>Queues</h2>"
         + pages.table(pages.QUEUE_HEADERS, pages.queue_rows(stats["queues"]), table_id="queues")
-        + f"<h2>Workers <small id=worker-count>({len(workers)})</small></h2>"
+        + f"<h2>Workers <small id=worker-count>({active} active)</small></h2>"
         + pages.table(pages.WORKER_HEADERS, pages.worker_rows(workers), table_id="workers")
         + "<h2>Failures</h2>"
         + pages.table(pages.JOB_HEADERS, pages.job_rows(failures), table_id="failures")
         + coordination_page.section(deps)
     )
-    return _page(request, "Overview", f'<div id=overview data-live="1">{body}</div>', caller)
+    return render_page(request, "Overview", f'<div id=overview data-live="1">{body}</div>', caller)
+
+
+@router.get("/dashboard/fragments/coordination")
+def coordination_fragment(request: Request) -> Response:
+    """The overview's Coordination section alone, which the page's script fetches every few
+    seconds to keep it live (401 without a session: the script then stops)."""
+    if session_caller(request) is None:
+        raise HTTPException(401, "sign in again")
+    deps: AdminDeps = request.app.state.deps
+    return HTMLResponse(coordination_page.section(deps), headers={"Cache-Control": "no-store"})
 
 
 @router.get("/dashboard/jobs")
@@ -150,9 +196,9 @@ def jobs_page(
     task: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     """Jobs filtered by state, queue and task, newest first."""
-    caller = _session(request)
+    caller = session_caller(request)
     if caller is None:
-        return _to_login()
+        return to_login()
     deps: AdminDeps = request.app.state.deps
     chosen = JobState(state) if state in pages.STATE_FILTERS else None
     wellformed = (not queue or re.match(schemas.QUEUE_PATTERN, queue)) and (
@@ -170,15 +216,20 @@ def jobs_page(
             pages.JOB_HEADERS, pages.job_rows([job_document(j) for j in found]), table_id="jobs"
         )
     )
-    return _page(request, "Jobs", body, caller)
+    return render_page(request, "Jobs", body, caller)
 
 
 @router.get("/dashboard/jobs/{job_id}")
-def job_page(request: Request, job_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> Response:
+def jobrender_page(request: Request, job_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> Response:
     """One job: arguments (secrets masked), attempts, error and traceback."""
-    caller = _session(request)
+    caller = session_caller(request)
     if caller is None:
-        return _to_login()
+        return to_login()
     deps: AdminDeps = request.app.state.deps
     document: dict[str, Any] = job_document(deps.client.get(job_id))
-    return _page(request, f"Job {job_id}", pages.job_detail(document), caller)
+    items = None
+    if deps.items is not None:
+        progress = deps.items.item_progress(job_id)
+        if progress.total is not None or progress.done > 0:
+            items = progress.as_dict()
+    return render_page(request, f"Job {job_id}", pages.job_detail(document, items), caller)

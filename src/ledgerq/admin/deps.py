@@ -97,4 +97,6 @@ def job_document(job: Job) -> dict[str, Any]:
         "timeout_seconds": job.timeout_seconds,
         "result": mask_secrets(_loads(job.result_json)),
         "error": mask_secrets(error) if isinstance(error, dict) else None,
+        "batch_id": job.batch_id,
+        "workflow_id": job.workflow_id,
     }

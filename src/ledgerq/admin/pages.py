@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from ledgerq.core.states import JobState
 
@@ -28,6 +28,7 @@ def layout(title: str, body: str, *, csrf: str = "", signed_in: bool = True) -> 
     nav = (
         '<nav><a href="/dashboard">Overview</a> <a href="/dashboard/jobs">Jobs</a>'
         ' <a href="/dashboard/jobs?state=dead">Failures</a>'
+        ' <a href="/dashboard/batches">Batches</a> <a href="/dashboard/workflows">Workflows</a>'
         ' <button class="link" data-action="/dashboard/logout" data-then="/dashboard/login">'
         "Sign out</button></nav>"
         if signed_in
@@ -69,11 +70,34 @@ def job_actions(job: dict[str, Any]) -> str:
     return " ".join(out)
 
 
+def error_header(error: Mapping[str, Any]) -> str:
+    """An error's one-line header, ``Type: message``. An exception's stored message already
+    starts with its type (``runtime.outcomes`` writes ``"RuntimeError: boom"``), so the type is
+    not repeated; an error without an exception (unknown task, timeout, lost worker) is named
+    by its ``kind`` (``unknown task: ...``), never by an empty type."""
+    message = str(error.get("message") or "")
+    name = str(error.get("type") or "") or str(error.get("kind") or "").replace("_", " ")
+    if not name or message == name or message.startswith(f"{name}:"):
+        return message or name or "error"
+    return f"{name}: {message}" if message else name
+
+
+def progress_bar(done: int, total: int, *, label: str = "") -> str:
+    """A ``<progress>`` bar of ``done`` of ``total`` with its numbers beside it (no inline
+    style: the CSP allows only the served style sheet)."""
+    shown = max(min(done, total), 0)
+    text = f"{done} / {total}" + (f" {label}" if label else "")
+    return (
+        f'<span class=bar><progress value="{shown}" max="{max(total, 1)}">{shown}</progress>'
+        f" <span class=bar-text>{e(text)}</span></span>"
+    )
+
+
 def job_rows(jobs: Sequence[dict[str, Any]]) -> list[str]:
     """One row per job, with a link to its detail page."""
     rows = []
     for job in jobs:
-        error = (job.get("error") or {}).get("message") or ""
+        error = error_header(job["error"]) if job.get("error") else ""
         rows.append(
             f'<tr data-job-id="{job["id"]}"><td><a href="/dashboard/jobs/{job["id"]}">'
             f"{job['id']}</a></td><td>{e(job['queue'])}</td><td>{e(job['task'])}</td>"
@@ -125,16 +149,19 @@ QUEUE_HEADERS = (
 
 
 def worker_rows(workers: Sequence[dict[str, Any]]) -> list[str]:
-    """One row per worker."""
+    """One row per worker, active, stopped or dead (its status coloured)."""
     return [
-        f"<tr><td>{e(w['worker_id'])}</td><td>{e(w['status'])}</td>"
+        f'<tr data-worker="{e(w["worker_id"])}" data-status="{e(w["status"])}">'
+        f"<td>{e(w['worker_id'])}</td><td>{e(w.get('hostname'))}</td>"
+        f'<td><span class="state {e(w["status"])}">{e(w["status"])}</span></td>'
         f"<td class=num>{w['running_jobs']}</td><td>{e(', '.join(w['queues']))}</td>"
-        f"<td class=num>{e(w['heartbeat_age_seconds'])} s</td></tr>"
+        f"<td class=num>{e(w['heartbeat_age_seconds'])} s</td>"
+        f"<td>{e(w.get('stopped_at')) or '-'}</td></tr>"
         for w in workers
     ]
 
 
-WORKER_HEADERS = ("worker", "status", "running jobs", "queues", "heartbeat age")
+WORKER_HEADERS = ("worker", "host", "status", "running jobs", "queues", "heartbeat age", "left")
 
 
 def filter_form(state: str | None, queue: str | None, task: str | None) -> str:
@@ -152,13 +179,42 @@ def filter_form(state: str | None, queue: str | None, task: str | None) -> str:
     )
 
 
-def job_detail(job: dict[str, Any]) -> str:
-    """Every field of one job; arguments are already masked."""
+def _links(job: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows linking the job to its batch and workflow, where it belongs to one."""
+    rows = []
+    if job.get("batch_id") is not None:
+        batch = int(job["batch_id"])
+        rows.append(("batch", f'<a id=job-batch href="/dashboard/batches/{batch}">{batch}</a>'))
+    if job.get("workflow_id"):
+        link = f"/dashboard/workflows/{quote(str(job['workflow_id']), safe='')}"
+        rows.append(
+            ("workflow", f'<a id=job-workflow href="{e(link)}">{e(job["workflow_id"])}</a>')
+        )
+    return rows
+
+
+def items_row(items: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The row of a job's item progress (``ctx.items()``), if it has items."""
+    if not items:
+        return []
+    done, total = int(items["done"]), items.get("total")
+    if total is None:
+        return [("items", f"<span id=job-items>{done} done</span>")]
+    rate = items.get("rate_per_second")
+    label = f"({rate:.1f}/s)" if isinstance(rate, int | float) and rate else ""
+    return [("items", f"<span id=job-items>{progress_bar(done, int(total), label=label)}</span>")]
+
+
+def job_detail(job: dict[str, Any], items: Mapping[str, Any] | None = None) -> str:
+    """Every field of one job (arguments already masked), its item progress and links to
+    its batch and workflow."""
     fields = [
         ("state", f'<span class="state {e(job["state"])}" id=job-state>{e(job["state"])}</span>'),
         ("queue", e(job["queue"])),
         ("task", e(job["task"])),
         ("attempt", f"{job['attempt']} of {job['max_attempts']}"),
+        *_links(job),
+        *items_row(items),
         ("priority", e(job["priority"])),
         ("worker", e(job["worker_id"])),
         ("dedupe key", e(job["dedupe_key"])),
@@ -171,20 +227,18 @@ def job_detail(job: dict[str, Any]) -> str:
     ]
     rows = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in fields)
     arguments = json.dumps({"args": job["args"], "kwargs": job["kwargs"]}, indent=2)
+    error = job.get("error")
+    # The error's header goes on top, where a person looks first; its traceback below.
+    header = f"<p class=error id=job-error>{e(error_header(error))}</p>" if error else ""
     parts = [
-        f"<h2>Job {job['id']}</h2><p>{job_actions(job)}</p>",
+        f"<h2>Job {job['id']}</h2>{header}<p>{job_actions(job)}</p>",
         f"<table class=detail>{rows}</table>",
         f"<h3>Arguments</h3><pre>{e(arguments)}</pre>",
     ]
     if job["result"] is not None:
         parts.append(f"<h3>Result</h3><pre>{e(json.dumps(job['result'], indent=2))}</pre>")
-    error = job.get("error")
-    if error:
-        parts.append(
-            f"<h3>Error</h3><p class=error>{e(error.get('type'))}: {e(error.get('message'))}</p>"
-        )
-        if error.get("traceback"):
-            parts.append(f"<pre class=traceback>{e(error['traceback'])}</pre>")
+    if error and error.get("traceback"):
+        parts.append(f"<h3>Traceback</h3><pre class=traceback>{e(error['traceback'])}</pre>")
     return "".join(parts)
 
 

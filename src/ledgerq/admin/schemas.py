@@ -92,6 +92,8 @@ class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field n
     result: Any = None
     error: JobError | None = None
     items: ItemsOut | None = Field(default=None, description="Progress of the batch items.")
+    batch_id: int | None = Field(default=None, description="The batch the job belongs to.")
+    workflow_id: str | None = Field(default=None, description="The workflow it is a step of.")
 
 
 class EnqueueResponse(BaseModel):
@@ -142,6 +144,10 @@ class WorkerOut(BaseModel):
     queues: list[str]
     last_heartbeat_at: datetime | None
     heartbeat_age_seconds: float | None
+    hostname: str = ""
+    stopped_at: datetime | None = Field(
+        default=None, description="When a stopped or dead worker left (null while active)."
+    )
 
 
 class WorkersOut(BaseModel):
@@ -159,6 +165,21 @@ class MetricsOut(BaseModel):
     finished_total: int = Field(description="Jobs succeeded, dead or cancelled.")
     queue_lengths: dict[str, int]
     workers_active: int
+
+
+class MinuteOut(BaseModel):
+    """Jobs that finished within one minute, per final state."""
+
+    minute_at: datetime = Field(description="The minute's start (UTC, database clock).")
+    succeeded: int
+    dead: int
+    cancelled: int
+
+
+class HistoryOut(BaseModel):
+    """Finished jobs per minute, oldest first; the last minute is the current one so far."""
+
+    minutes: list[MinuteOut]
 
 
 class QueueControlOut(BaseModel):

@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from ledgerq.app.wiring import Parts, producer_transport, redis_lock_manager
 from ledgerq.config.settings import Settings
 from ledgerq.core import errors
+from ledgerq.core.fleet import WorkerState
 from ledgerq.core.locks import LockRecord
 from ledgerq.core.operations import EventSink, FleetView, HealthProbe, ProbeResult, WorkerView
 from ledgerq.core.states import JobState
@@ -53,22 +54,35 @@ def _queued_per_queue(parts: Parts) -> dict[str, int]:
 
 
 class RegistryFleetView:
-    """The FleetView of the worker registry (``queue_workers``): active workers only."""
+    """The FleetView of the worker registry (``queue_workers``): active workers, and the
+    stopped and dead ones when asked."""
 
     def __init__(self, admin: SqlFleetAdmin) -> None:
         self._admin = admin
 
-    def list_workers(self) -> list[WorkerView]:
-        """Every active worker, most recently seen first."""
-        records = sorted(self._admin.list_workers(), key=lambda r: r.heartbeat_age_seconds)
+    #: The stopped and dead workers listed at most (the most recently seen): their rows stay
+    #: until ``worker cleanup-crashed``, and a fleet that recycles processes leaves many.
+    INACTIVE_LISTED = 50
+
+    def list_workers(self, *, include_inactive: bool = False) -> list[WorkerView]:
+        """Active workers most recently seen first, then (``include_inactive``) the
+        ``INACTIVE_LISTED`` most recently seen stopped and dead ones."""
+        records = sorted(
+            self._admin.list_workers(include_inactive=include_inactive),
+            key=lambda r: (r.state is not WorkerState.ACTIVE, r.heartbeat_age_seconds),
+        )
+        active = sum(1 for r in records if r.state is WorkerState.ACTIVE)
+        records = records[: active + self.INACTIVE_LISTED]
         return [
             WorkerView(
                 worker_id=r.worker_id,
-                running_jobs=r.jobs_in_flight,
+                running_jobs=r.jobs_in_flight if r.state is WorkerState.ACTIVE else 0,
                 last_heartbeat_at=r.heartbeat_at,
                 queues=r.queues,
                 status=str(getattr(r.state, "value", r.state)),
                 source="registry",
+                hostname=r.hostname,
+                stopped_at=r.stopped_at,
             )
             for r in records
         ]

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from ledgerq.core import errors
-from ledgerq.core.job import EnqueueResult, JobHint, NewJob
+from ledgerq.core.job import EnqueueResult, Job, JobHint, NewJob
 from ledgerq.core.states import FINISHED, JobState
 
 
@@ -107,6 +107,13 @@ class BatchStore(Protocol):
 
     def get_batch(self, batch_id: int) -> BatchStatus:
         """Return the batch or raise ``BatchNotFound``."""
+
+    def list_batches(self, *, limit: int = 50) -> list[BatchStatus]:
+        """The newest ``limit`` batches, newest first."""
+
+    def list_members(self, batch_id: int, *, limit: int = 200) -> list[Job]:
+        """The batch's first ``limit`` member jobs, in the order they were added; raise
+        ``BatchNotFound`` if there is no such batch."""
 
     def retry_failed(self, batch_id: int) -> list[JobHint]:
         """Queue the batch's dead and failed members again now; return their hints."""

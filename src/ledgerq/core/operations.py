@@ -20,6 +20,22 @@ class IdempotentRequest:
     request_hash: str
 
 
+@dataclass(frozen=True, slots=True)
+class MinuteCounts:
+    """The jobs that finished within one minute (by their ``finished_at``, database clock),
+    per final state: the dashboard's throughput and failure history."""
+
+    minute_at: datetime
+    """The minute's start, aware UTC."""
+    succeeded: int = 0
+    dead: int = 0
+    cancelled: int = 0
+
+
+#: The longest history ``finished_per_minute`` gives (a day).
+MAX_HISTORY_MINUTES = 1440
+
+
 class QueueControl(Protocol):
     """Pausing queues (a paused queue keeps accepting jobs; workers stop claiming from it)."""
 
@@ -34,6 +50,12 @@ class QueueControl(Protocol):
 
     def queue_latency_seconds(self) -> dict[str, float]:
         """Per queue, the age in seconds of its oldest due ``queued`` job (database clock)."""
+
+    def finished_per_minute(self, *, minutes: int) -> list[MinuteCounts]:
+        """The last ``minutes`` minutes (1 to ``MAX_HISTORY_MINUTES``), oldest first, each
+        with the jobs that finished in it; the last one is the current minute, so far.
+        Minutes without a finished job are there with zeros. Rows the retention already
+        deleted are not counted."""
 
 
 class IdempotencyStore(Protocol):
@@ -57,13 +79,18 @@ class WorkerView:
     status: str = "running"
     source: str = "jobs"
     """Where the row came from: ``jobs`` (derived from running jobs) or a worker registry."""
+    hostname: str = ""
+    stopped_at: datetime | None = None
+    """When a ``stopped`` or ``dead`` worker left the fleet (None while it is active)."""
 
 
 class FleetView(Protocol):
     """The workers known to the ledger."""
 
-    def list_workers(self) -> Sequence[WorkerView]:
-        """Every worker currently known, most recently seen first."""
+    def list_workers(self, *, include_inactive: bool = False) -> Sequence[WorkerView]:
+        """Every active worker, most recently seen first; with ``include_inactive`` the
+        stopped and dead ones the ledger still records follow them (most recent first).
+        A view without a worker registry knows active workers only."""
 
 
 class FailoverLog(Protocol):

@@ -3,13 +3,14 @@ stores it in one transaction; ``app.batches`` looks batches up and retries their
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol
 
 from ledgerq.core import errors
 from ledgerq.core.batches import BatchEvent, BatchNotFound, BatchStatus, BatchStore, Callback
-from ledgerq.core.job import EnqueueResult, JobHint, JobOptions, NewJob
+from ledgerq.core.job import EnqueueResult, Job, JobHint, JobOptions, NewJob
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.validation import MAX_JOB_ID
@@ -189,6 +190,17 @@ class BatchClient:
         """The batch and its members per state; ``BatchNotFound`` if unknown."""
         return self._store.get_batch(_storable(batch_id))
 
+    def list(self, *, limit: int = 50) -> builtins.list[BatchStatus]:
+        """The newest ``limit`` batches (1 to 1000), newest first, members per state."""
+        if not 1 <= limit <= 1000:
+            raise errors.InvalidJob(f"limit must be 1 to 1000, got {limit}")
+        return self._store.list_batches(limit=limit)
+
+    def members(self, batch_id: int, *, limit: int = 200) -> builtins.list[Job]:
+        """The batch's first ``limit`` member jobs in the order they were added;
+        ``BatchNotFound`` if unknown."""
+        return self._store.list_members(_storable(batch_id), limit=limit)
+
     def wait(self, batch_id: int, timeout: float | None = None) -> BatchStatus:
         """The batch once every member finished (succeeded, dead or cancelled: look at its
         ``counts``; a member's failure does not raise) and its callbacks were queued; raise
@@ -196,7 +208,7 @@ class BatchClient:
         Reads it with a backoff from 5 ms to 200 ms."""
         return wait_for_batch(self._store, _storable(batch_id), timeout)
 
-    def retry_failed(self, batch_id: int) -> list[int]:
+    def retry_failed(self, batch_id: int) -> builtins.list[int]:
         """Queue the batch's dead and failed members again now; return their ids."""
         hints = self._store.retry_failed(_storable(batch_id))
         self._announce(hints)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.core.batches import BatchEvent, BatchNotFound, BatchStatus, Callback
-from ledgerq.core.job import EnqueueResult, JobHint, NewJob, as_utc
+from ledgerq.core.job import EnqueueResult, Job, JobHint, NewJob, as_utc
 from ledgerq.core.states import JobState
 from ledgerq.store.batch_hook import (
     FIRED,
@@ -76,17 +76,46 @@ class SqlBatchStore(SqlTransactions):
             if found is None:
                 raise BatchNotFound(batch_id)
             counts = member_counts(conn, batch_id)
-        return BatchStatus(
-            id=int(found["id"]),
-            size=int(found["size"]),
-            created_at=as_utc(found["created_at"]),
-            counts=counts,
-            fired_at={
-                event: as_utc(found[column.name]) if found[column.name] else None
-                for event, column in FIRED.items()
-            },
-            callbacks=callbacks_of(found["callbacks"]),
-        )
+        return _status(found, counts)
+
+    def list_batches(self, *, limit: int = 50) -> list[BatchStatus]:
+        """The newest ``limit`` batches, newest first, with their members per state (two
+        statements, whatever the number)."""
+        with self._read() as conn:
+            found: Sequence[Any] = (
+                conn.execute(sa.select(*batches.c).order_by(batches.c.id.desc()).limit(limit))
+                .mappings()
+                .all()
+            )
+            ids = [int(row["id"]) for row in found]
+            counts: dict[int, dict[JobState, int]] = {i: {} for i in ids}
+            if ids:
+                stmt = (
+                    sa.select(jobs.c.batch_id, jobs.c.state, sa.func.count())
+                    .where(jobs.c.batch_id.in_(ids))
+                    .group_by(jobs.c.batch_id, jobs.c.state)
+                )
+                grouped: Sequence[Any] = conn.execute(stmt).all()
+                for batch_id, state, n in grouped:
+                    counts[int(batch_id)][S(state)] = int(n)
+        return [_status(row, counts[int(row["id"])]) for row in found]
+
+    def list_members(self, batch_id: int, *, limit: int = 200) -> list[Job]:
+        """The batch's member jobs in the order they were added (the first ``limit``);
+        ``BatchNotFound`` if there is no such batch."""
+        with self._read() as conn:
+            if (
+                conn.execute(sa.select(batches.c.id).where(batches.c.id == batch_id)).first()
+                is None
+            ):
+                raise BatchNotFound(batch_id)
+            stmt = (
+                sa.select(*jobs.c)
+                .where(jobs.c.batch_id == batch_id)
+                .order_by(jobs.c.id)
+                .limit(limit)
+            )
+            return [Job.from_row(r) for r in conn.execute(stmt).mappings()]
 
     def retry_failed(self, batch_id: int) -> list[JobHint]:
         """Queue the dead and failed members again, due now; return their hints."""
@@ -116,3 +145,17 @@ class SqlBatchStore(SqlTransactions):
                 )
                 d.notify(conn, {h.queue for h in hints})
         return hints
+
+
+def _status(row: Any, counts: dict[JobState, int]) -> BatchStatus:
+    return BatchStatus(
+        id=int(row["id"]),
+        size=int(row["size"]),
+        created_at=as_utc(row["created_at"]),
+        counts=counts,
+        fired_at={
+            event: as_utc(row[column.name]) if row[column.name] else None
+            for event, column in FIRED.items()
+        },
+        callbacks=callbacks_of(row["callbacks"]),
+    )

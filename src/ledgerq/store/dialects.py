@@ -97,6 +97,11 @@ class Dialect:
         statement (rate limits)."""
         raise NotImplementedError
 
+    def epoch_minute(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """Whole minutes since the epoch of the UTC timestamp ``value`` (a column or
+        ``now()``), an integer: the buckets of the dashboard's per-minute history."""
+        raise NotImplementedError
+
     def bind_time(self, value: Any) -> Any:
         """Adapt an aware UTC datetime for binding (naive UTC where the column has no zone)."""
         return value.replace(tzinfo=None)

@@ -4,14 +4,20 @@ from running jobs. The claim in jobs.py reads ``paused_queues``; this module wri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.core.job import as_utc, check_queue_name
-from ledgerq.core.operations import IdempotentRequest, ProbeResult, WorkerView
+from ledgerq.core.operations import (
+    MAX_HISTORY_MINUTES,
+    IdempotentRequest,
+    MinuteCounts,
+    ProbeResult,
+    WorkerView,
+)
 from ledgerq.core.states import JobState
 from ledgerq.store.tables import idempotency_keys, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
@@ -54,6 +60,34 @@ class SqlQueueControls(SqlTransactions):
             rows: Sequence[Any] = conn.execute(stmt).all()
         return {str(q): max(_seconds_between(oldest, now), 0.0) for q, oldest, now in rows}
 
+    def finished_per_minute(self, *, minutes: int) -> list[MinuteCounts]:
+        """Jobs finished per minute and final state over the last ``minutes`` minutes, oldest
+        first, the current minute last (``ValueError`` outside 1..``MAX_HISTORY_MINUTES``).
+        One grouped statement; ``finished_at`` has no index, so it reads the finished rows the
+        retention keeps (the dashboard asks once per page load)."""
+        if not 1 <= minutes <= MAX_HISTORY_MINUTES:
+            raise ValueError(f"minutes must be 1 to {MAX_HISTORY_MINUTES}, got {minutes}")
+        d = self.dialect
+        with self._read() as conn:
+            current = int(conn.execute(sa.select(d.epoch_minute(d.now()))).scalar_one())
+            first = current - minutes + 1
+            bucket = d.epoch_minute(jobs.c.finished_at)
+            stmt = (
+                sa.select(bucket.label("minute"), jobs.c.state, sa.func.count())
+                .where(
+                    jobs.c.state.in_([s.value for s in _FINAL]),
+                    jobs.c.finished_at >= d.bind_time(_minute_start(first)),
+                )
+                .group_by(bucket, jobs.c.state)
+            )
+            rows: Sequence[Any] = conn.execute(stmt).all()
+        counts: dict[int, dict[str, int]] = {}
+        for minute, state, n in rows:
+            counts.setdefault(int(minute), {})[str(state)] = int(n)
+        return [
+            MinuteCounts(_minute_start(m), **counts.get(m, {})) for m in range(first, current + 1)
+        ]
+
     def find_request(self, key: str) -> IdempotentRequest | None:
         """The record of an ``Idempotency-Key``, or None."""
         stmt = sa.select(idempotency_keys).where(idempotency_keys.c.key == key)
@@ -76,9 +110,10 @@ class SqlQueueControls(SqlTransactions):
         found = self.find_request(request.key)
         return found if found is not None else request
 
-    def list_workers(self) -> list[WorkerView]:
+    def list_workers(self, *, include_inactive: bool = False) -> list[WorkerView]:
         """Workers that hold running jobs, derived from the jobs table (the fleet registry
-        replaces this once it exists): one row per worker_id with its job count."""
+        replaces this once it exists): one row per worker_id with its job count. Without a
+        registry no stopped or dead worker is known, so ``include_inactive`` adds none."""
         stmt = (
             sa.select(
                 jobs.c.worker_id,
@@ -132,6 +167,13 @@ class SqlQueueControls(SqlTransactions):
             return
         except sa.exc.DBAPIError as exc:
             raise translate_error(exc) from exc
+
+
+_FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
+
+
+def _minute_start(epoch_minute: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(minutes=epoch_minute)
 
 
 def _seconds_between(earlier: Any, later: Any) -> float:

@@ -62,6 +62,12 @@ class MariadbDriver(Dialect):
     def epoch_us(self) -> sa.ColumnElement[Any]:
         return sa.cast(sa.func.unix_timestamp(sa.func.now(6)) * 1_000_000, sa.BigInteger)
 
+    def epoch_minute(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        # Not UNIX_TIMESTAMP(): it reads a DATETIME in the session's time zone; the stored
+        # times are UTC whatever that zone is.
+        epoch: sa.ColumnElement[Any] = sa.literal_column("'1970-01-01 00:00:00'")
+        return sa.func.timestampdiff(sa.literal_column("MINUTE"), epoch, value)
+
     def build_claim(self, picked: sa.Select[Any], values: dict[str, Any]) -> Any:
         ids: sa.BindParameter[Any] = sa.bindparam("claimed_ids", expanding=True)
         return (

@@ -114,6 +114,9 @@ class PostgresDriver(Dialect):
     def epoch_us(self) -> sa.ColumnElement[Any]:
         return sa.cast(sa.func.extract("epoch", sa.func.now()) * 1_000_000, sa.BigInteger)
 
+    def epoch_minute(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return sa.cast(sa.func.floor(sa.func.extract("epoch", value) / 60), sa.BigInteger)
+
     def bind_time(self, value: Any) -> Any:
         return value
 

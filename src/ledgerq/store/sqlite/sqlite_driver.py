@@ -46,6 +46,10 @@ class SqliteDriver(Dialect):
         julian = sa.func.julianday("now") - 2440587.5
         return sa.cast(julian * 86_400_000_000, sa.BigInteger)
 
+    def epoch_minute(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        # strftime('%s') reads the stored text (fractions ignored); integer division floors.
+        return sa.cast(sa.func.strftime("%s", value), sa.Integer) // 60
+
     # The write lock, held for the whole transaction, already serialises what others lock.
     def locking(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
         return stmt
