@@ -126,3 +126,33 @@ def test_the_attempt_history_is_keyed_by_job_and_attempt_and_keeps_its_rows(
         assert _assignment_rows(engine) == history
     finally:
         engine.dispose()
+
+
+def test_job_ids_are_never_handed_out_twice_and_the_rebuild_keeps_every_row(
+    empty_database_url: str,
+) -> None:
+    """The id of a deleted newest job does not come back (SQLite reused it before 0020); on
+    SQLite the upgrade rebuilds ``jobs`` keeping rows, the generated column and its index."""
+    engine = create_engine(empty_database_url)
+    try:
+        migrate(engine, "0019_job_waiters")
+        store = SqlJobStore(engine)
+        kept = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="k")])
+        newest = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]")])
+        migrate(engine)
+        with engine.begin() as conn:
+            conn.execute(jobs.delete().where(jobs.c.id == newest[0].job_id))
+        again = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]")])
+        assert again[0].job_id > newest[0].job_id
+        # The rebuilt table's unique index on the generated dedupe column still refuses.
+        duplicate = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="k")])
+        assert duplicate[0].duplicate and duplicate[0].job_id == kept[0].job_id
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(jobs.c.id, jobs.c.dedupe_active).order_by(jobs.c.id))
+            assert [tuple(r) for r in rows] == [(kept[0].job_id, "k"), (again[0].job_id, None)]
+        downgrade(engine, "0019_job_waiters")  # and back: the rows stay
+        with engine.connect() as conn:
+            count = conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar()
+        assert count == 2
+    finally:
+        engine.dispose()

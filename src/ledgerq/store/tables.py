@@ -99,6 +99,8 @@ jobs = sa.Table(
         postgresql_where=sa.text("state = 'running'"),
         sqlite_where=sa.text("state = 'running'"),
     ),
+    # SQLite: ids are never handed out twice (migration 0020).
+    sqlite_autoincrement=True,
 )
 
 # A row per paused queue: the claim skips a queue that has a row here (see jobs.py).

@@ -13,6 +13,8 @@ def include_object_for(dialect_name: str) -> Callable[..., bool]:
     (``Index.ddl_if(dialect=...)``) so autogenerate compares like with like."""
 
     def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        if type_ == "table" and name == "sqlite_sequence":
+            return False  # SQLite's own bookkeeping of AUTOINCREMENT keys
         condition = getattr(obj, "_ddl_if", None)
         if type_ == "index" and condition is not None and condition.dialect is not None:
             dialects = condition.dialect
