@@ -155,6 +155,7 @@ def start(
     and warns of each task or schedule whose queue neither it nor a live worker consumes."""
     from ledgerq.config.settings import Settings
 
+    cli.log_as("worker" if processes is None else "manager")
     if processes is not None:
         if once:
             raise click.UsageError("--once runs one job in one process; drop --processes")
