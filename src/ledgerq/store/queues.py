@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.core.job import as_utc, check_queue_name
-from ledgerq.core.operations import IdempotentRequest, ProbeResult, WorkerView
+from ledgerq.core.operations import IdempotentRequest, PoolUse, ProbeResult, WorkerView
 from ledgerq.core.states import JobState
 from ledgerq.store.tables import idempotency_keys, jobs, paused_queues
 from ledgerq.store.transactions import SqlTransactions, translate_error
@@ -144,10 +144,15 @@ def _seconds_between(earlier: Any, later: Any) -> float:
     return (as_utc(later) - as_utc(earlier)).total_seconds()
 
 
-def pool_usage(engine: sa.Engine) -> tuple[int, int]:
-    """(connections checked out, most connections the pool hands out) of ``engine``'s pool;
-    (0, 0) for pools without a limit (SQLite's)."""
+def pool_use(engine: sa.Engine) -> PoolUse:
+    """How ``engine``'s pool is used now; all zero for pools without a limit (SQLite's)."""
     pool = engine.pool
     if isinstance(pool, sa.pool.QueuePool):
-        return pool.checkedout(), pool.size() + max(pool._max_overflow, 0)
-    return 0, 0
+        size = pool.size()
+        return PoolUse(
+            checked_out=pool.checkedout(),
+            size=size,
+            overflow=max(pool.overflow(), 0),  # SQLAlchemy counts up from -size
+            most=size + max(pool._max_overflow, 0),
+        )
+    return PoolUse()
