@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from ledgerq.admin.deps import AdminDeps
+from ledgerq.admin.timed_cache import TimedCache
 from ledgerq.app import wiring
 from ledgerq.core.states import JobState
 from ledgerq.transport.polling import PollingTransport
@@ -19,8 +21,12 @@ from tests.helpers import running_worker, wait_until
 
 @pytest.fixture
 def short_retention(database_url: str) -> Iterator[Served]:
-    """The HTTP application with a retention every finished job is soon past."""
-    yield from serve(database_url, retention_succeeded=0.001, retention_failed=0.001)
+    """The HTTP application with a retention every finished job is soon past, reading the
+    lifetime figures afresh on each request (they are cached for 10 s otherwise)."""
+    for served in serve(database_url, retention_succeeded=0.001, retention_failed=0.001):
+        deps: AdminDeps = served.http.state.deps
+        deps.lifetime = TimedCache(deps.client.store.count_lifetime, ttl_seconds=0)
+        yield served
 
 
 def stats(served: Served) -> dict[str, Any]:
@@ -74,3 +80,19 @@ def test_lifetime_figures_survive_the_retention_prune(short_retention: Served) -
     assert page.status_code == 200 and "since start" in page.text
     cells = re.findall(r"<td class='num lifetime'>([^<]*)</td>", page.text)
     assert sorted(cells) == ["2 / 0 / 2", "3 / 3 / 0"]
+
+
+def test_the_lifetime_figures_are_read_once_per_interval() -> None:
+    now = [100.0]
+    reads: list[int] = []
+
+    def compute() -> int:
+        reads.append(1)
+        return len(reads)
+
+    cache = TimedCache(compute, ttl_seconds=10, clock=lambda: now[0])
+    assert [cache.get() for _ in range(5)] == [1] * 5
+    now[0] += 9.9
+    assert cache.get() == 1
+    now[0] += 0.2
+    assert cache.get() == 2 and len(reads) == 2

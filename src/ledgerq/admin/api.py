@@ -203,7 +203,7 @@ def queue_stats(deps: AdminDeps) -> dict[str, Any]:
     waiting = deps.client.store.count_waiting_to_start()
     paused = deps.controls.paused_queues()
     latency = deps.controls.queue_latency_seconds()
-    since_start = deps.client.store.count_lifetime()
+    since_start = deps.lifetime.get()  # at most lifetime_ttl_seconds old
     lifetimes = lifetime.documents(since_start)
     # A queue whose every job the retention deleted still shows its lifetime figures.
     per_queue: dict[str, dict[str, int]] = {name: {} for name in [*paused, *lifetimes]}
