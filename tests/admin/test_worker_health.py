@@ -14,6 +14,7 @@ import sqlalchemy as sa
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from ledgerq.store.engine import create_engine
 from tests.admin.conftest import READ, Served
 from tests.admin.tasks_app import make_app
 from tests.admin.test_deploy_files import DEPLOY, metric_names
@@ -77,7 +78,7 @@ def test_health_check_metrics_count_the_recorded_checks_not_probe_hits(
     make_database_url: Any, tmp_path: Path
 ) -> None:
     url = make_database_url("postgresql")
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = create_engine(url)
     recorded = sa.text("SELECT count(*) FROM worker_health_checks")
     try:
         with health_worker(url, tmp_path, "--poll-interval", "0.05", **FAST_CHECKS) as base:
