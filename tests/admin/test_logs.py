@@ -49,6 +49,6 @@ def test_job_logs_are_json_with_job_context_and_no_secrets(
     assert hello["dsn"] == "mysql://svc:***@db.internal/app" and hello["api_token"] == "***"
     failed = next(line for line in lines if line["event"] == "job dead")  # max_attempts 1
     assert failed["job_id"] == boom and "disk full" in failed["error"]
-    assert failed["level"] == "warning"
+    assert failed["level"] == "WARNING" and failed["component"] == "cli"  # in-process
     assert any(line["event"] == "worker starting" and line["worker_id"] for line in lines)
     assert "hunter2" not in err

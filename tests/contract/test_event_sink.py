@@ -7,6 +7,7 @@ from ledgerq.core.operations import (
     CompletionBacklog,
     Event,
     EventSink,
+    HealthChecked,
     HintsDropped,
     JobFinished,
     JobsEnqueued,
@@ -26,6 +27,8 @@ EVERY_KIND: list[Event] = [
     StoreWriteFailed("completion"),
     CompletionBacklog(pending=0, oldest_seconds=0.0),
     UnknownTaskSeen("q", "new.task", "deferred"),
+    HealthChecked(ok=True),
+    HealthChecked(ok=False),
 ]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledgerq.cli.main import main
+from tests.helpers import wait_until
 
 
 @pytest.fixture
@@ -89,14 +90,21 @@ def test_enqueue_run_inspect_retry_cancel(
     listed = run_json(capsys, "job", "list", "--state", "cancelled")
     assert [j["id"] for j in listed] == [later["id"]]  # type: ignore[union-attr,index]
     stats = run_json(capsys, "queue", "stats")
+    assert isinstance(stats, dict)
+    lifetime = stats["default"].pop("lifetime")
     assert stats == {"default": {"succeeded": 2, "queued": 1, "cancelled": 1}}
+    assert lifetime["enqueued"] == 4 and lifetime["succeeded"] == 2
+    assert lifetime["tasks"]["add"]["cancelled"] == 1
 
 
 def test_once_runs_a_single_job(app_module: str, capsys: pytest.CaptureFixture[str]) -> None:
     for i in range(3):
         run_json(capsys, "job", "enqueue", "add", "--args", f"[{i}, 0]")
     assert main(["worker", "start", "--once"]) == 0
-    assert run_json(capsys, "queue", "stats") == {"default": {"succeeded": 1, "queued": 2}}
+    stats = run_json(capsys, "queue", "stats")
+    assert isinstance(stats, dict)
+    del stats["default"]["lifetime"]
+    assert stats == {"default": {"succeeded": 1, "queued": 2}}
 
 
 def test_a_worker_keeps_its_start_up_objects_out_of_full_collections(
@@ -128,3 +136,36 @@ def test_user_mistakes_are_one_line_errors(
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_lifetime_figures_in_queue_stats_survive_the_retention_prune(
+    app_module: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for args in ("[1, 2]", "[3, 4]", "[-1, 0]"):
+        run_json(capsys, "job", "enqueue", "add", "--args", args)
+    assert main(["worker", "start", "--burst"]) == 0
+    before = run_json(capsys, "queue", "stats")
+    assert isinstance(before, dict)
+    figures = {"enqueued": 3, "succeeded": 2, "dead": 1, "cancelled": 0, "expired": 0}
+    assert before["default"]["lifetime"] == {**figures, "tasks": {"add": figures}}
+
+    # The retention path: a reconciler pass with a retention every finished job is past.
+    monkeypatch.setenv("LEDGERQ_RETENTION_SUCCEEDED", "0.001")
+    monkeypatch.setenv("LEDGERQ_RETENTION_FAILED", "0.001")
+    sys.modules.pop(app_module)  # its application reads the settings when imported
+
+    def pruned() -> bool:
+        assert main(["reconcile", "--once"]) == 0
+        now = run_json(capsys, "queue", "stats")
+        return isinstance(now, dict) and set(now["default"]) == {"lifetime"}
+
+    wait_until(pruned, what="every finished job deleted by the retention")
+    assert run_json(capsys, "queue", "stats") == {
+        "default": {"lifetime": before["default"]["lifetime"]}
+    }
+    capsys.readouterr()
+    assert main(["queue", "stats"]) == 0
+    table = capsys.readouterr().out
+    assert "since the beginning" in table
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines()]
+    assert ["default", "add", "3", "2", "1", "0", "0"] in rows

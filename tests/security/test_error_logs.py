@@ -44,4 +44,8 @@ def test_an_unhandled_error_is_one_json_line_without_the_password(
         json.loads(line)
     errors = [json.loads(line) for line in lines if "lost the ledger" in line]
     assert len(errors) == 1, errors
-    assert errors[0]["level"] == "error" and "RuntimeError" in json.dumps(errors[0])
+    assert (
+        errors[0]["level"] == "ERROR"
+        and errors[0]["component"] == "serve"
+        and "RuntimeError" in json.dumps(errors[0])
+    )

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Requ
 from ledgerq.admin import schemas
 from ledgerq.admin.auth import Caller, admin_access, read_access
 from ledgerq.admin.deps import AdminDeps, job_document
-from ledgerq.core import errors
+from ledgerq.core import errors, lifetime
 from ledgerq.core.job import check_run_at
 from ledgerq.core.operations import MAX_HISTORY_MINUTES, IdempotentRequest, WorkerView
 from ledgerq.core.states import FINISHED, JobState
@@ -198,12 +198,16 @@ def resume_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) 
 
 
 def queue_stats(deps: AdminDeps) -> dict[str, Any]:
-    """Per queue: jobs per state, paused flag, latency; and totals per state."""
+    """Per queue: jobs per state, paused flag, latency, lifetime figures; and totals per
+    state and over the lifetime."""
     counts = deps.client.store.count_jobs()
     waiting = deps.client.store.count_waiting_to_start()
     paused = deps.controls.paused_queues()
     latency = deps.controls.queue_latency_seconds()
-    per_queue: dict[str, dict[str, int]] = {name: {} for name in paused}
+    since_start = deps.lifetime.get()  # at most lifetime_ttl_seconds old
+    lifetimes = lifetime.documents(since_start)
+    # A queue whose every job the retention deleted still shows its lifetime figures.
+    per_queue: dict[str, dict[str, int]] = {name: {} for name in [*paused, *lifetimes]}
     totals: dict[str, int] = {s.value: 0 for s in JobState}
     for (queue, state), n in counts.items():
         per_queue.setdefault(queue, {})[state.value] = n
@@ -217,10 +221,14 @@ def queue_stats(deps: AdminDeps) -> dict[str, Any]:
             "claimed": waiting.get(name, 0),
             "paused": name in paused,
             "latency_seconds": round(latency.get(name, 0.0), 3),
+            "lifetime": lifetimes.get(name),
         }
         for name in sorted(per_queue)
     ]
-    return {"queues": queues, "totals": totals}
+    overall = lifetime.LifetimeTotal("*", "*")
+    for total in since_start:
+        overall = overall.plus(total, queue="*", task="*")
+    return {"queues": queues, "totals": totals, "lifetime": overall.figures()}
 
 
 @router.get("/admin/queue/stats", response_model=schemas.StatsOut, tags=["queues"])

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ledgerq.admin.timed_cache import TimedCache
 from ledgerq.core.items import JobItemStore
 from ledgerq.core.job import Job
+from ledgerq.core.lifetime import LifetimeTotal
 from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import (
     FailoverLog,
@@ -24,6 +26,10 @@ from ledgerq.core.schedules import ScheduleAdmin
 from ledgerq.producer.batch_builder import BatchClient
 from ledgerq.producer.client import Client
 from ledgerq.producer.workflow_api import Workflows
+
+#: Seconds the API and dashboard reuse the lifetime figures: they count every job row, and
+#: the dashboard asks for them every two seconds.
+LIFETIME_TTL_SECONDS = 10.0
 
 
 @dataclass
@@ -49,6 +55,14 @@ class AdminDeps:
     """Progress of batch items, shown with a job (optional)."""
     failovers: FailoverLog | None = None
     """The failover record (``GET /admin/failover-events``); None: not listed."""
+    lifetime_ttl_seconds: float = LIFETIME_TTL_SECONDS
+    """How old the lifetime figures shown may be (their read counts every job row)."""
+    lifetime: TimedCache[list[LifetimeTotal]] = field(init=False)
+    """The lifetime figures per queue and task (``lifetime.get()``), read at most once per
+    ``lifetime_ttl_seconds``."""
+
+    def __post_init__(self) -> None:
+        self.lifetime = TimedCache(self.client.store.count_lifetime, self.lifetime_ttl_seconds)
 
 
 def mask_secrets(value: Any) -> Any:

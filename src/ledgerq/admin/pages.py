@@ -128,10 +128,19 @@ def queue_rows(queues: Sequence[dict[str, Any]]) -> list[str]:
             f"{e(name)}</a></td><td class=num>{q['queued']}</td><td class=num>{q['running']}</td>"
             f"<td class=num>{counts.get('failed', 0)}</td><td class=num>{counts.get('dead', 0)}"
             f"</td><td class=num>{counts.get('succeeded', 0)}</td>"
+            f"<td class='num lifetime'>{lifetime_cell(q.get('lifetime'))}</td>"
             f'<td class="num rate">-</td><td class=num>{q["latency_seconds"]:.1f} s</td>'
             f"<td>{'paused' if q['paused'] else 'active'}</td><td>{toggle}</td></tr>"
         )
     return rows
+
+
+def lifetime_cell(figures: dict[str, Any] | None) -> str:
+    """A queue's lifetime figures as ``enqueued / succeeded / dead`` (retention-pruned jobs
+    included)."""
+    if not figures:
+        return "-"
+    return f"{figures['enqueued']} / {figures['succeeded']} / {figures['dead']}"
 
 
 QUEUE_HEADERS = (
@@ -141,6 +150,7 @@ QUEUE_HEADERS = (
     "failed",
     "dead",
     "succeeded",
+    "since start: enqueued / succeeded / dead",
     "rate/s",
     "latency",
     "status",

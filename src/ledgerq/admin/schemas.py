@@ -114,8 +114,24 @@ class JobList(BaseModel):
     jobs: list[JobOut]
 
 
+class LifetimeFigures(BaseModel):
+    """Jobs since the beginning (rows the retention deleted included)."""
+
+    enqueued: int = Field(description="Every job ever accepted.")
+    succeeded: int
+    dead: int = Field(description="Jobs whose attempts were spent.")
+    cancelled: int
+    expired: int = Field(description="Jobs deleted unstarted past their expires_at.")
+
+
+class QueueLifetime(LifetimeFigures):
+    """A queue's lifetime figures, summed and per task."""
+
+    tasks: dict[str, LifetimeFigures]
+
+
 class QueueStats(BaseModel):
-    """One queue: jobs per state, paused flag and latency."""
+    """One queue: jobs per state, paused flag and latency, and its lifetime figures."""
 
     name: str
     counts: dict[str, int]
@@ -126,13 +142,19 @@ class QueueStats(BaseModel):
     )
     paused: bool
     latency_seconds: float = Field(description="Age of the oldest due queued job.")
+    lifetime: QueueLifetime | None = Field(
+        None, description="Jobs since the beginning; they survive retention."
+    )
 
 
 class StatsOut(BaseModel):
-    """Every queue's statistics and totals per state."""
+    """Every queue's statistics and totals per state, and lifetime figures of all queues."""
 
     queues: list[QueueStats]
     totals: dict[str, int]
+    lifetime: LifetimeFigures | None = Field(
+        None, description="Jobs since the beginning over every queue; they survive retention."
+    )
 
 
 class WorkerOut(BaseModel):

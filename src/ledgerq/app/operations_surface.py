@@ -14,7 +14,14 @@ from ledgerq.config.settings import Settings
 from ledgerq.core import errors
 from ledgerq.core.fleet import WorkerState
 from ledgerq.core.locks import LockRecord
-from ledgerq.core.operations import EventSink, FleetView, HealthProbe, ProbeResult, WorkerView
+from ledgerq.core.operations import (
+    EventSink,
+    FleetView,
+    HealthProbe,
+    PoolUse,
+    ProbeResult,
+    WorkerView,
+)
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.metrics.prometheus import LedgerReadings, MetricsHub
@@ -22,7 +29,7 @@ from ledgerq.producer.client import Client
 from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.lock_admin import SqlLockAdmin
 from ledgerq.store.lock_store import SqlLocks
-from ledgerq.store.queues import SqlQueueControls, pool_usage
+from ledgerq.store.queues import SqlQueueControls, pool_use
 
 
 class _Probe:
@@ -163,15 +170,21 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
                 queue_lengths=lambda: _queued_per_queue(parts),
                 queue_latency=controls.queue_latency_seconds,
                 workers=fleet.list_workers,
-                pool_usage=lambda: pool_usage(parts.store.engine),
                 transport_fallback=redis_down,
                 failover_events=parts.fleet.count_failover_events,
                 locks_held=lock_admin(parts).count_held_locks,
             )
         )
+        hub.watch_pool(pool_reading(parts))
         hub.watch_breakers(parts.limits.list_breakers)
         hub.watch_coordination(parts.workflows.count_by_state, parts.batches.count_open)
     return Operations(controls=controls, metrics=hub, fleet=fleet, probes=probes)
+
+
+def pool_reading(parts: Parts) -> Callable[[], PoolUse]:
+    """Reads the connection pool of the ledger's engine (for ``MetricsHub.watch_pool``)."""
+    engine = parts.store.engine
+    return lambda: pool_use(engine)
 
 
 def build_client(

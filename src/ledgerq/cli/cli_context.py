@@ -18,6 +18,8 @@ from ledgerq.core import errors
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ledgerq.cli.logs import ComponentTagger
+
 
 def load_app(reference: str) -> LedgerQ:
     """Import ``module:attribute`` and return the LedgerQ it names, or raise AppNotFound."""
@@ -44,8 +46,16 @@ class CliContext:
     as_json: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
     """Settings given as CLI flags; they win over an ``--app`` application's own settings."""
+    log_component: ComponentTagger | None = None
+    """Names the process's component on its log lines (see ``log_as``)."""
     _app: LedgerQ | None = None
     _console: Console | None = None
+
+    def log_as(self, component: str) -> None:
+        """Name this process's component on its log lines from now on (``worker``,
+        ``serve``, ``scheduler``, ``reconciler``, ``manager``; ``cli`` by default)."""
+        if self.log_component is not None:
+            self.log_component.name = component
 
     @property
     def console(self) -> Console:

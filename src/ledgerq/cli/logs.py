@@ -1,10 +1,13 @@
-"""Log hygiene: a structlog processor that keeps secrets out of every log line, whatever a
-caller passed (tokens, passwords, URLs with credentials)."""
+"""Log hygiene and shape: structlog processors that keep secrets out of every log line,
+whatever a caller passed (tokens, passwords, URLs with credentials), and give each line the
+fields log pipelines route on (``component``, an upper-case ``level``, ``message``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, TextIO
+
+import structlog
 
 from ledgerq.core.redaction import MASK, is_secret_name, mask_value
 
@@ -26,3 +29,74 @@ def _plain(value: object) -> bool:
     if isinstance(value, str):
         return "=" not in value and ":" not in value
     return value is None or isinstance(value, int | float)
+
+
+#: Loggers whose lines belong to a component other than their process's own (a worker that
+#: runs the reconciler or fires schedules, ``serve``'s audit log).
+COMPONENT_OF_LOGGER = {
+    "ledgerq.reconciler": "reconciler",
+    "ledgerq.scheduler": "scheduler",
+    "ledgerq.manager": "manager",
+    "ledgerq.audit": "serve",
+    "ledgerq.serve": "serve",
+}
+
+
+class NamedPrintLogger(structlog.PrintLogger):
+    """structlog's PrintLogger that remembers the name it was asked for, so a processor can
+    tell which part of ledgerq wrote a line."""
+
+    def __init__(self, file: TextIO, name: str | None) -> None:
+        super().__init__(file)
+        self.name = name
+
+
+class NamedPrintLoggerFactory:
+    """Makes a ``NamedPrintLogger`` per ``structlog.get_logger(name)``, writing to ``file``."""
+
+    def __init__(self, file: TextIO) -> None:
+        self._file = file
+
+    def __call__(self, *args: Any) -> NamedPrintLogger:
+        """A logger named by the first argument, if it is a string."""
+        name = args[0] if args and isinstance(args[0], str) else None
+        return NamedPrintLogger(self._file, name)
+
+
+class ComponentTagger:
+    """structlog processor: a ``component`` field on every line (the seeds' log pipelines
+    route and alert on it): the logger's own component if it has one, else the process's
+    (``cli`` until a long-running command names itself with ``name``)."""
+
+    def __init__(self, name: str = "cli") -> None:
+        self.name = name
+
+    def __call__(
+        self, logger: Any, _method: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        """Add ``component`` unless the caller gave one."""
+        if "component" not in event:
+            own = COMPONENT_OF_LOGGER.get(getattr(logger, "name", None) or "")
+            event["component"] = own or self.name
+        return event
+
+
+def upper_case_level(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor (after ``add_log_level``): ``ERROR``, ``WARNING``, ``INFO``,
+    ``DEBUG``, as the seeds' log pipelines match (``[level] == "ERROR"``)."""
+    level = event.get("level")
+    if isinstance(level, str):
+        event["level"] = level.upper()
+    return event
+
+
+def add_message(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor for JSON lines: the text also as ``message`` (structlog calls it
+    ``event``; the seeds' pipelines read ``message``)."""
+    if "message" not in event and "event" in event:
+        event["message"] = event["event"]
+    return event

@@ -34,24 +34,33 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
-def configure_logging(level: str, fmt: str) -> None:
-    """Route structlog to stderr as text or JSON lines."""
+def configure_logging(level: str, fmt: str, component: str = "cli") -> logs.ComponentTagger:
+    """Route structlog to stderr as text or JSON lines, each with a ``component`` (see
+    ``logs.ComponentTagger``: returned, so a long-running command can name itself); JSON
+    lines have an upper-case ``level`` and also carry the text as ``message``."""
+    json_lines = fmt == "json"
     renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else TextRenderer()
+        structlog.processors.JSONRenderer() if json_lines else TextRenderer()
     )
+    tagger = logs.ComponentTagger(component)
+    shape: list[structlog.types.Processor] = [tagger]
+    if json_lines:  # a terminal's text lines keep structlog's own level column
+        shape += [logs.upper_case_level, logs.add_message]
     structlog.configure(
         processors=[
             merge_job_context,  # job_id, queue, task, attempt of the running job
             structlog.contextvars.merge_contextvars,
             logs.redact_secrets,
             structlog.processors.add_log_level,
+            *shape,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
+        logger_factory=logs.NamedPrintLoggerFactory(cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=False,
     )
+    return tagger
 
 
 _COMMANDS = "ledgerq.cli.commands."
@@ -91,8 +100,8 @@ def cli(
     settings = load_settings(
         app=app_ref, database_url=database_url, log_level="DEBUG" if verbose else None
     )
-    configure_logging(settings.log_level, settings.log_format)
-    ctx.obj = CliContext(settings=settings, as_json=as_json)
+    tagger = configure_logging(settings.log_level, settings.log_format)
+    ctx.obj = CliContext(settings=settings, as_json=as_json, log_component=tagger)
     if database_url is not None:
         ctx.obj.overrides["database_url"] = database_url
     ctx.call_on_close(ctx.obj.close)

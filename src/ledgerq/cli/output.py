@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from ledgerq.core import lifetime
 from ledgerq.core.job import Job
+from ledgerq.core.lifetime import LifetimeTotal
 from ledgerq.core.redaction import mask_text, mask_value
 from ledgerq.core.states import JobState
 
@@ -108,4 +110,23 @@ def counts_table(
             else:
                 cells.append(str(count))
         table.add_row(queue, *cells)
+    return table
+
+
+def lifetime_table(totals: Sequence[LifetimeTotal]) -> Table:
+    """Jobs since the beginning per queue and task (retention-pruned rows included), with a
+    row per queue summing its tasks when it has several."""
+    table = Table(title="jobs since the beginning (survive retention)")
+    table.add_column("queue")
+    table.add_column("task")
+    names = ("enqueued", "succeeded", "dead", "cancelled", "expired")
+    for name in names:
+        table.add_column(name, justify="right")
+    per_queue = lifetime.by_queue(totals)
+    for queue, summed in per_queue.items():
+        tasks = [t for t in totals if t.queue == queue]
+        rows = [*tasks, summed] if len(tasks) > 1 else tasks
+        for total in rows:
+            figures = total.figures()
+            table.add_row(escape(queue), escape(total.task), *(str(figures[n]) for n in names))
     return table

@@ -182,8 +182,30 @@ class CompletionBacklog:
     oldest_seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class HealthChecked:
+    """A worker's registrar ran one health check (the row it writes to
+    ``worker_health_checks``): ``ok`` unless it found a problem (database unreachable, not
+    consuming while jobs wait) or could not record it."""
+
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PoolUse:
+    """One process's database connection pool: connections ``checked_out`` now, the pool's
+    ``size``, connections open beyond it now (``overflow``) and the most it hands out
+    (``most``: size + allowed overflow). All 0 for pools without a limit (SQLite's)."""
+
+    checked_out: int = 0
+    size: int = 0
+    overflow: int = 0
+    most: int = 0
+
+
 Event = (
     JobFinished
+    | HealthChecked
     | JobsEnqueued
     | ReconcilePassed
     | HintsDropped

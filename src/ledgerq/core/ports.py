@@ -15,6 +15,7 @@ from typing import Protocol
 
 from ledgerq.core import fleet, limits, unknown_tasks, workflow
 from ledgerq.core.job import Claim, EnqueueResult, Job, JobHint, NewJob
+from ledgerq.core.lifetime import LifetimeTotal
 from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.retention import HistoryTable
 from ledgerq.core.states import JobState
@@ -130,6 +131,10 @@ class JobStore(Protocol):
 
     def count_jobs(self) -> dict[tuple[str, JobState], int]:
         """Number of jobs per (queue, state)."""
+
+    def count_lifetime(self) -> list[LifetimeTotal]:
+        """Jobs since the beginning per (queue, task): enqueued, succeeded, dead, cancelled,
+        expired; rows deleted by retention included (see ``core/lifetime.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """HealthExporter: a worker's own small HTTP endpoint (``worker start --health-port``) with
-``/health/live`` and ``/metrics``, served by one asyncio loop in a daemon thread.
+``/health/live``, ``/health/ready`` and ``/metrics``, served by one asyncio loop in a daemon
+thread.
 
 One loop serves every connection, so idle or slow clients cost a socket each, never a thread;
 each connection must send its request head within ``timeout_seconds`` and at most
@@ -12,7 +13,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 
 import structlog
@@ -21,10 +22,15 @@ log = structlog.get_logger("ledgerq.exporter")
 #: Longest request head read; probes and scrapers send a few hundred bytes.
 MAX_HEAD_BYTES = 8192
 
+#: Readiness checks by name, each (ok, detail).
+Readiness = Mapping[str, tuple[bool, str]]
+
 
 class HealthExporter:
-    """Serves ``GET /health/live`` (200 while ``is_alive()``, else 503) and ``GET /metrics``
-    (from ``render``). Binds ``host:port`` at construction (port 0 picks a free port, see
+    """Serves ``GET /health/live`` (200 while ``is_alive()``, else 503), ``GET /health/ready``
+    (200 when every check of ``is_ready()`` passes, else 503; the body names each check, as
+    ``serve``'s does; without ``is_ready`` it follows ``is_alive``) and ``GET /metrics`` (from
+    ``render``). Binds ``host:port`` at construction (port 0 picks a free port, see
     ``port``); raises ``OSError`` if the port is taken."""
 
     def __init__(
@@ -36,8 +42,10 @@ class HealthExporter:
         render: Callable[[], tuple[bytes, str]],
         timeout_seconds: float = 10.0,
         max_connections: int = 64,
+        is_ready: Callable[[], Readiness] | None = None,
     ) -> None:
         self._is_alive = is_alive
+        self._is_ready = is_ready or (lambda: {"alive": (is_alive(), "")})
         self._render = render
         self._timeout = timeout_seconds
         self._max_connections = max_connections
@@ -114,6 +122,17 @@ class HealthExporter:
             alive = self._is_alive()
             body = json.dumps({"status": "ok" if alive else "stopping"}).encode()
             status = HTTPStatus.OK if alive else HTTPStatus.SERVICE_UNAVAILABLE
+            return _response(status, body, head_only=method == b"HEAD")
+        if path == b"/health/ready":
+            checks = self._is_ready()
+            ok = all(passed for passed, _ in checks.values())
+            body = json.dumps(
+                {
+                    "status": "ok" if ok else "fail",
+                    "checks": {k: {"ok": v[0], "detail": v[1]} for k, v in checks.items()},
+                }
+            ).encode()
+            status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
             return _response(status, body, head_only=method == b"HEAD")
         if path == b"/metrics":
             body, content_type = self._render()

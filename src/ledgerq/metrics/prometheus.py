@@ -29,9 +29,11 @@ from ledgerq.core.limits import Circuit
 from ledgerq.core.operations import (
     CompletionBacklog,
     Event,
+    HealthChecked,
     HintsDropped,
     JobFinished,
     JobsEnqueued,
+    PoolUse,
     ReconcilePassed,
     StoreWriteFailed,
     UnknownTaskSeen,
@@ -39,6 +41,7 @@ from ledgerq.core.operations import (
 )
 from ledgerq.metrics.breakers import BreakerCollector
 from ledgerq.metrics.coordination import CoordinationCollector
+from ledgerq.metrics.pool import PoolCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
@@ -72,12 +75,14 @@ class PrometheusSink:
         )
         self.health_checks = Counter(
             "worker_health_checks",
-            "Health checks a worker ran, by status (ok or failed).",
+            "Health checks a worker's registrar ran and recorded, by status (ok or failed).",
             ["status"],
             registry=registry,
         )
         self.health_checks_failed = Counter(
-            "worker_health_checks_failed", "Health checks that failed.", registry=registry
+            "worker_health_checks_failed",
+            "Health checks that found a problem (database, not consuming) or were not recorded.",
+            registry=registry,
         )
         self.reconciled = Counter(
             "reconciler_actions",
@@ -125,11 +130,18 @@ class PrometheusSink:
 
     def emit(self, event: Event) -> None:
         """Record one event; cheap, never raises."""
-        if isinstance(event, JobFinished):
+        if isinstance(event, JobFinished):  # the hot path first
             self.processed.labels(event.queue, event.task, event.outcome).inc()
             self.duration.labels(event.queue, event.task).observe(event.duration_seconds)
         elif isinstance(event, JobsEnqueued):
             self.enqueued.labels(event.queue).inc(event.count)
+        else:
+            self._record_rare(event)
+
+    def _record_rare(self, event: Event) -> None:
+        """The events that come seldom (passes, checks, failures)."""
+        if isinstance(event, HealthChecked):
+            self.record_health_check(event.ok)
         elif isinstance(event, ReconcilePassed):
             for action, count in event.actions:
                 if count:
@@ -149,7 +161,7 @@ class PrometheusSink:
         self.ticks_fired.labels(schedule).inc()
 
     def record_health_check(self, ok: bool) -> None:
-        """Count one health check of this worker."""
+        """Count one health check of this worker (its registrar's, see ``HealthChecked``)."""
         self.health_checks.labels("ok" if ok else "failed").inc()
         if not ok:
             self.health_checks_failed.inc()
@@ -162,7 +174,6 @@ class LedgerReadings:
     queue_lengths: Callable[[], Mapping[str, int]]
     queue_latency: Callable[[], Mapping[str, float]]
     workers: Callable[[], Sequence[WorkerView]]
-    pool_usage: Callable[[], tuple[int, int]]
     transport_fallback: Callable[[], bool] = lambda: False
     failover_events: Callable[[], int] = lambda: 0
     locks_held: Callable[[], int] | None = None
@@ -170,7 +181,7 @@ class LedgerReadings:
 
 class LedgerCollector(Collector):
     """Gauges read from the database at scrape time: queue length and latency, active
-    workers, connection pool use, transport fallback, failover events."""
+    workers, transport fallback, failover events (the pool's: ``metrics/pool.py``)."""
 
     def __init__(self, readings: LedgerReadings) -> None:
         self._readings = readings
@@ -190,16 +201,9 @@ class LedgerCollector(Collector):
         )
         for queue, seconds in sorted(r.queue_latency().items()):
             latency.add_metric([queue], seconds)
-        active, most = r.pool_usage()
         yield length
         yield latency
         yield GaugeMetricFamily("workers_active", "Workers known alive.", len(r.workers()))
-        yield GaugeMetricFamily(
-            "db_connection_pool_active", "Connections checked out of this process's pool.", active
-        )
-        yield GaugeMetricFamily(
-            "db_connection_pool_max", "Most connections this process's pool hands out.", most
-        )
         yield GaugeMetricFamily(
             "transport_fallback_active",
             "1 while the Redis transport is down and workers poll the database.",
@@ -262,6 +266,7 @@ class MetricsHub:
         self._transport: TransportCollector | None = None
         self._breakers: Collector | None = None
         self._coordination: Collector | None = None
+        self._pool: Collector | None = None
 
     def read_ledger(self, readings: LedgerReadings) -> None:
         """Also expose the ledger's gauges (only in one process per scrape target)."""
@@ -274,6 +279,10 @@ class MetricsHub:
     def watch_transport(self, fallback_active: Callable[[], bool]) -> None:
         """Also expose ``transport_fallback_active`` of this worker's transport."""
         self._transport = TransportCollector(fallback_active)
+
+    def watch_pool(self, read: Callable[[], PoolUse]) -> None:
+        """Also expose this process's connection pool (see metrics/pool.py)."""
+        self._pool = PoolCollector(read)
 
     def watch_breakers(self, list_breakers: Callable[[], Iterable[Circuit]]) -> None:
         """Also expose ``circuit_breaker_state{name}`` (see metrics/breakers.py)."""
@@ -292,7 +301,15 @@ class MetricsHub:
             multiprocess.MultiProcessCollector(registry, path=self._dir)  # type: ignore[no-untyped-call]
         elif self._own is not None:
             registry.register(_Forward(self._own))
-        for extra in (self._ledger, self._cpu, self._transport, self._breakers, self._coordination):
+        extras = (
+            self._ledger,
+            self._pool,
+            self._cpu,
+            self._transport,
+            self._breakers,
+            self._coordination,
+        )
+        for extra in extras:
             if extra is not None:
                 registry.register(extra)
         return generate_latest(registry), CONTENT_TYPE_LATEST

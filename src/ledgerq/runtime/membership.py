@@ -9,6 +9,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ledgerq.core import fleet
+from ledgerq.core.operations import EventSink
 from ledgerq.core.ports import WorkerStore
 from ledgerq.runtime.lifeline import Lifeline
 from ledgerq.runtime.registrar import Member, Registrar
@@ -39,8 +40,10 @@ class Membership:
         options: WorkerOptions,
         worker_id: str,
         tasks: tuple[str, ...] = (),
+        events: EventSink | None = None,
     ) -> None:
-        """``tasks``: the names the worker's application registers, declared to the fleet."""
+        """``tasks``: the names the worker's application registers, declared to the fleet;
+        ``events`` receives the registrar's health checks."""
         self.worker_id = worker_id
         registration = fleet.Registration(
             worker_id=self.worker_id,
@@ -58,6 +61,7 @@ class Membership:
             interval_seconds=options.heartbeat_interval_seconds,
             health_interval_seconds=options.health_check_interval_seconds,
             stall_after_seconds=stall_after_seconds(options),
+            events=events,
         )
         self.lifeline = Lifeline(
             store,

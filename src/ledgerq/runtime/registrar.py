@@ -18,6 +18,7 @@ from typing import Protocol
 import structlog
 
 from ledgerq.core import errors, fleet
+from ledgerq.core.operations import EventSink, HealthChecked
 from ledgerq.core.ports import WorkerStore
 from ledgerq.runtime import probes
 from ledgerq.runtime.service import PeriodicService
@@ -78,8 +79,12 @@ class Registrar(PeriodicService):
         interval_seconds: float,
         health_interval_seconds: float,
         stall_after_seconds: float,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` receives a ``HealthChecked`` per health check (the
+        ``worker_health_checks_total`` metrics count what ``worker_health_checks`` holds)."""
         super().__init__(interval_seconds)
+        self._events = events
         self._store = store
         self._registration = registration
         self._member = member
@@ -89,6 +94,8 @@ class Registrar(PeriodicService):
         self._db_latency_ms: float | None = None
         self._db_error: str | None = None
         self._last_failure = -float("inf")
+        self._last_success = -float("inf")
+        self._consuming = True  # until a health check finds otherwise
         self._registered = False
         self._stop_seen: fleet.StopMode | None = None
         self._prompted = False  # a control message asked for a stop read
@@ -133,6 +140,7 @@ class Registrar(PeriodicService):
             log.warning("worker registration failed; retrying", error=str(exc))
             return False
         self._registered = True
+        self._last_success = time.monotonic()
         self._member.lease_confirmed(sent)
         return True
 
@@ -198,6 +206,7 @@ class Registrar(PeriodicService):
             return
         self._db_latency_ms = (time.perf_counter() - began) * 1000.0
         self._db_error = None
+        self._last_success = time.monotonic()
         if reply is None:
             abandoned = self._member.abandon_lost_jobs()
             log.warning(
@@ -230,7 +239,8 @@ class Registrar(PeriodicService):
             pulse.last_fetch_age_seconds is not None
             and pulse.last_fetch_age_seconds > self._stall_after
         )
-        if stalled and self._ready_jobs(self._registration.queues) > 0:
+        self._consuming = not (stalled and self._ready_jobs(self._registration.queues) > 0)
+        if not self._consuming:
             problems.append(
                 f"not consuming: no fetch for {pulse.last_fetch_age_seconds:.0f} s"
                 " while jobs of its queues wait"
@@ -245,13 +255,36 @@ class Registrar(PeriodicService):
             last_fetch_age_seconds=pulse.last_fetch_age_seconds,
             problems=tuple(problems),
         )
+        recorded = True
         try:
             self._store.record_health_check(check)
         except errors.StoreError as exc:
+            recorded = False
             log.warning("health check not recorded", error=str(exc))
+        if self._events is not None:
+            self._events.emit(HealthChecked(ok=recorded and not problems))
         if problems:
             log.warning("worker unhealthy", problems=problems)
         return check
+
+    def readiness(self) -> dict[str, tuple[bool, str]]:
+        """Whether this worker can reach its database (registered, and its last heartbeat
+        or registration within three heartbeat intervals succeeded) and is consuming (its
+        last health check found no stall while jobs wait): each check's outcome and a short
+        detail (no driver error text: the health port needs no token)."""
+        since = time.monotonic() - self._last_success
+        reached = self._registered and self._db_error is None and since <= 3 * self.interval
+        database = (
+            (True, f"heartbeat {since:.1f} s ago")
+            if reached
+            else (False, "registration or heartbeat failing")
+        )
+        consuming = (
+            (True, "fetching")
+            if self._consuming
+            else (False, "no fetch while jobs of its queues wait")
+        )
+        return {"database": database, "consuming": consuming}
 
     def _ready_jobs(self, queues: Sequence[str]) -> int:
         try:

@@ -72,7 +72,7 @@ class Worker:
         self._recycle = False
         tasks = tuple(spec.name for spec in deps.registry)
         self.membership = (
-            Membership(fleet_store, self, options, self.id, tasks=tasks)
+            Membership(fleet_store, self, options, self.id, tasks=tasks, events=events)
             if fleet_store is not None
             else None
         )
@@ -186,6 +186,14 @@ class Worker:
     def transport_fallback_active(self) -> bool:
         """Whether this worker polls the database because its Redis transport failed."""
         return self._transport.fallback_active
+
+    def readiness(self) -> dict[str, tuple[bool, str]]:
+        """Readiness checks by name, each (ok, detail): ``running`` (not stopping), and with a
+        fleet store ``database`` and ``consuming`` (see ``Registrar.readiness``)."""
+        checks = {"running": (False, "stopping") if self._stop_requested else (True, "running")}
+        if self.membership is not None:
+            checks.update(self.membership.registrar.readiness())
+        return checks
 
     @property
     def budget_spent(self) -> bool:

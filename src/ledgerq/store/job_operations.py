@@ -8,12 +8,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ledgerq.core import errors, fleet
+from ledgerq.core import errors, fleet, lifetime
 from ledgerq.core.job import Job, JobHint, as_utc
 from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import FINISHED, UNFINISHED, JobState
 from ledgerq.store.history import end_attempts, running_attempt_of
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import jobs, lifetime_totals
 from ledgerq.store.transactions import SqlTransactions
 
 S = JobState
@@ -203,3 +203,16 @@ class SqlJobOperations(SqlTransactions):
         with self._read() as conn:
             rows: Sequence[Any] = conn.execute(stmt).all()
             return {(str(q), JobState(s)): int(n) for q, s, n in rows}
+
+    def count_lifetime(self) -> list[lifetime.LifetimeTotal]:
+        """Lifetime figures per (queue, task): the rows present plus those the retention
+        pruner counted into ``lifetime_totals``, read in one statement (one snapshot, so a
+        prune committing meanwhile is seen either wholly or not at all)."""
+        present = sa.select(jobs.c.queue, jobs.c.task, jobs.c.state, sa.func.count()).group_by(
+            jobs.c.queue, jobs.c.task, jobs.c.state
+        )
+        t = lifetime_totals.c
+        pruned = sa.select(t.queue, t.task, t.state, t.count)
+        with self._read() as conn:
+            rows: Sequence[Any] = conn.execute(sa.union_all(present, pruned)).all()
+        return lifetime.from_counts((str(q), str(k), str(s), int(n)) for q, k, s, n in rows)

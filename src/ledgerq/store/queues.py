@@ -15,6 +15,7 @@ from ledgerq.core.operations import (
     MAX_HISTORY_MINUTES,
     IdempotentRequest,
     MinuteCounts,
+    PoolUse,
     ProbeResult,
     WorkerView,
 )
@@ -186,10 +187,15 @@ def _seconds_between(earlier: Any, later: Any) -> float:
     return (as_utc(later) - as_utc(earlier)).total_seconds()
 
 
-def pool_usage(engine: sa.Engine) -> tuple[int, int]:
-    """(connections checked out, most connections the pool hands out) of ``engine``'s pool;
-    (0, 0) for pools without a limit (SQLite's)."""
+def pool_use(engine: sa.Engine) -> PoolUse:
+    """How ``engine``'s pool is used now; all zero for pools without a limit (SQLite's)."""
     pool = engine.pool
     if isinstance(pool, sa.pool.QueuePool):
-        return pool.checkedout(), pool.size() + max(pool._max_overflow, 0)
-    return 0, 0
+        size = pool.size()
+        return PoolUse(
+            checked_out=pool.checkedout(),
+            size=size,
+            overflow=max(pool.overflow(), 0),  # SQLAlchemy counts up from -size
+            most=size + max(pool._max_overflow, 0),
+        )
+    return PoolUse()

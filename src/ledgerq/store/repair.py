@@ -4,19 +4,26 @@ the row it writes, so an owner that heartbeats meanwhile keeps its job."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 
-from ledgerq.core import fleet
+from ledgerq.core import fleet, lifetime
 from ledgerq.core.job import JobHint
 from ledgerq.core.ports import Purge, StuckReset
 from ledgerq.core.states import JobState
 from ledgerq.store import batch_hook, moves
 from ledgerq.store.history_pruning import SqlHistoryPruner
-from ledgerq.store.tables import idempotency_keys, job_dedupe_windows, jobs, paused_queues
+from ledgerq.store.tables import (
+    idempotency_keys,
+    job_dedupe_windows,
+    jobs,
+    lifetime_totals,
+    paused_queues,
+)
 from ledgerq.store.transactions import translate_error
 
 S = JobState
@@ -91,47 +98,78 @@ class SqlLedgerRepair(SqlHistoryPruner):
         self, *, succeeded_after_seconds: float, failed_after_seconds: float, limit: int
     ) -> Purge:
         """Delete succeeded jobs finished before their retention, dead and cancelled ones
-        before theirs, and never-started jobs whose ``expires_at`` passed; ``limit`` each."""
+        before theirs, and never-started jobs whose ``expires_at`` passed; ``limit`` of each
+        state. The deleted rows are added to ``lifetime_totals`` (per queue, task and state;
+        ``expired`` for the unstarted ones) in the same transaction, so the lifetime figures
+        (``count_lifetime``) never change by a prune."""
         d = self.dialect
 
-        def finished_before(states: list[str], seconds: float) -> sa.ColumnElement[bool]:
+        def finished_before(state: JobState, seconds: float) -> sa.ColumnElement[bool]:
             cutoff = d.now_plus(sa.literal(-float(seconds), sa.Float))
-            return sa.and_(jobs.c.state.in_(states), jobs.c.finished_at < cutoff)
+            return sa.and_(jobs.c.state == state.value, jobs.c.finished_at < cutoff)
 
-        reasons = {
-            "succeeded": finished_before([S.SUCCEEDED.value], succeeded_after_seconds),
-            "failed": finished_before([S.DEAD.value, S.CANCELLED.value], failed_after_seconds),
-            "expired": sa.and_(
-                jobs.c.state.in_(_NEVER_STARTED),
-                jobs.c.attempt == 0,
-                jobs.c.expires_at.is_not(None),
-                jobs.c.expires_at < d.now(),
+        # (reason reported, state counted in lifetime_totals, condition): one condition per
+        # counted state, so a row's counted state is the one its delete re-checked.
+        picks = (
+            ("succeeded", S.SUCCEEDED.value, finished_before(S.SUCCEEDED, succeeded_after_seconds)),
+            ("failed", S.DEAD.value, finished_before(S.DEAD, failed_after_seconds)),
+            ("failed", S.CANCELLED.value, finished_before(S.CANCELLED, failed_after_seconds)),
+            (
+                "expired",
+                lifetime.EXPIRED,
+                sa.and_(
+                    jobs.c.state.in_(_NEVER_STARTED),
+                    jobs.c.attempt == 0,
+                    jobs.c.expires_at.is_not(None),
+                    jobs.c.expires_at < d.now(),
+                ),
             ),
-        }
-        deleted: dict[str, list[int]] = {}
+        )
+        deleted: dict[str, list[int]] = {"succeeded": [], "failed": [], "expired": []}
         with self._begin() as conn:
-            for reason, condition in reasons.items():
-                found: Sequence[Any] = (
-                    conn.execute(
-                        sa.select(jobs.c.id).where(condition).order_by(jobs.c.id).limit(limit)
-                    )
-                    .scalars()
-                    .all()
-                )
-                ids = [int(i) for i in found]
-                if ids:
-                    # Re-checked on delete: a job may have moved since it was selected.
-                    conn.execute(sa.delete(jobs).where(jobs.c.id.in_(ids), condition))
-                    still: set[int] = set(
-                        conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(ids))).scalars()
-                    )
-                    ids = [i for i in ids if i not in still]
-                    # An Idempotency-Key answers with its job; once the job is gone, so is it.
-                    conn.execute(
-                        sa.delete(idempotency_keys).where(idempotency_keys.c.job_id.in_(ids))
-                    )
-                deleted[reason] = ids
+            for reason, counted_as, condition in picks:
+                gone = self._delete_jobs(conn, condition, limit)
+                self._count_pruned(conn, counted_as, gone)
+                deleted[reason] = sorted([*deleted[reason], *gone])
         return Purge(**deleted)
+
+    def _delete_jobs(
+        self, conn: sa.Connection, condition: sa.ColumnElement[bool], limit: int
+    ) -> dict[int, tuple[str, str]]:
+        """Delete up to ``limit`` jobs meeting ``condition`` (and their Idempotency-Keys);
+        return the deleted ones' (queue, task) by id."""
+        pick = sa.select(jobs.c.id, jobs.c.queue, jobs.c.task).where(condition)
+        found: Sequence[Any] = conn.execute(pick.order_by(jobs.c.id).limit(limit)).all()
+        rows = {int(r.id): (str(r.queue), str(r.task)) for r in found}
+        if not rows:
+            return rows
+        # Re-checked on delete: a job may have moved since it was selected.
+        conn.execute(sa.delete(jobs).where(jobs.c.id.in_(list(rows)), condition))
+        kept: Sequence[Any] = (
+            conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(list(rows)))).scalars().all()
+        )
+        for job_id in kept:
+            del rows[int(job_id)]
+        # An Idempotency-Key answers with its job; once the job is gone, so is it.
+        gone = list(rows)
+        conn.execute(sa.delete(idempotency_keys).where(idempotency_keys.c.job_id.in_(gone)))
+        return rows
+
+    def _count_pruned(
+        self, conn: sa.Connection, state: str, gone: dict[int, tuple[str, str]]
+    ) -> None:
+        """Add the deleted rows to ``lifetime_totals`` (one row per queue, task and state,
+        created at zero when new)."""
+        per_key = Counter(gone.values())
+        t = lifetime_totals.c
+        for (queue, task), n in sorted(per_key.items()):
+            key = {"queue": queue, "task": task, "state": state}
+            self.dialect.insert_or_skip(conn, lifetime_totals, {**key, "count": 0})
+            conn.execute(
+                sa.update(lifetime_totals)
+                .where(t.queue == queue, t.task == task, t.state == state)
+                .values(count=t.count + n)
+            )
 
     def purge_dedupe_windows(self, *, limit: int) -> int:
         """Delete up to ``limit`` expired rows of ``job_dedupe_windows``. An expired window is

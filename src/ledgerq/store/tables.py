@@ -131,6 +131,18 @@ job_waiters = sa.Table(
     sa.Column("since", Timestamp, nullable=False),
 )
 
+# Job rows the retention pruner deleted, per queue, task and state (``expired``: never
+# started, past ``expires_at``); lifetime figures = these + the rows still present. Written
+# only by the pruner, in the transaction of its delete, never on a job's hot path.
+lifetime_totals = sa.Table(
+    "lifetime_totals",
+    metadata,
+    sa.Column("queue", sa.String(64), primary_key=True),
+    sa.Column("task", sa.String(200), primary_key=True),
+    sa.Column("state", sa.String(16), primary_key=True),
+    sa.Column("count", sa.BigInteger, nullable=False),
+)
+
 # -- the fleet: registry, health, assignment history and failover record ---------------------
 
 WorkerId = sa.String(128)

@@ -112,6 +112,9 @@
       cell(row, q.counts.failed || 0, "num");
       cell(row, q.counts.dead || 0, "num");
       cell(row, q.counts.succeeded || 0, "num");
+      var life = q.lifetime;
+      cell(row, life ? life.enqueued + " / " + life.succeeded + " / " + life.dead : "-",
+        "num lifetime");
       var done = finished(q.counts);
       var rate = (seconds && q.name in lastFinished)
         ? Math.max(done - lastFinished[q.name], 0) / seconds : null;

@@ -11,7 +11,8 @@ from rich.table import Table
 from ledgerq.app import operations_surface
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
-from ledgerq.cli.output import counts_table
+from ledgerq.cli.output import counts_table, lifetime_table
+from ledgerq.core import lifetime
 from ledgerq.core.requeue import DeadJobFilter, parse_since
 
 _CHECKS = "ledgerq.cli.commands.fleet_checks_cmd:"
@@ -39,20 +40,26 @@ def group() -> None:
 @group.command("stats")
 @pass_cli
 def stats(cli: CliContext) -> int:
-    """Jobs per queue and state."""
+    """Jobs per queue and state now, and per queue and task since the beginning
+    (``lifetime``: enqueued, succeeded, dead, cancelled, expired; jobs the retention
+    deleted still count)."""
     store = cli.app().client.store
     counts = store.count_jobs()
     waiting = store.count_waiting_to_start()
+    totals = store.count_lifetime()
     if cli.as_json:
-        out: dict[str, dict[str, int]] = {}
+        out: dict[str, dict[str, object]] = {}
         for (queue, state), n in counts.items():
             out.setdefault(queue, {})[state.value] = n
         for queue, n in waiting.items():
             # ``running`` counts every claimed job; ``claimed`` those not started yet.
             out.setdefault(queue, {})["claimed"] = n
+        for queue, figures in lifetime.documents(totals).items():
+            out.setdefault(queue, {})["lifetime"] = figures
         cli.emit_json(out)
     else:
         cli.console.print(counts_table(counts, waiting))
+        cli.console.print(lifetime_table(totals))
     return 0
 
 

@@ -23,6 +23,7 @@ def command(cli: CliContext, once: bool, interval: float | None) -> int:
     """Put back stuck running jobs, stage due jobs, re-send queued job ids to Redis, and delete
     jobs past their retention. Workers run this too (one instance at a time); this command
     is for a dedicated process or a cron job."""
+    cli.log_as("reconciler")
     app = cli.app()
     settings = app.settings
     transport = wiring.producer_transport(settings, app.parts)

@@ -212,6 +212,7 @@ def scheduler_command(
 ) -> int:
     """Fire the ticks of every schedule until SIGTERM/SIGINT. Run as many as you like: each
     tick fires once. Code-declared schedules of --app are stored at start."""
+    cli.log_as("scheduler")
     app = cli.app()
     hub = MetricsHub() if health_port is not None else None
     scheduler = app.scheduler(

@@ -58,6 +58,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
 def command(cli: CliContext, host: str, port: int) -> int:
     """Serve the HTTP API and dashboard. Binding anything but loopback needs
     LEDGERQ_API_TOKEN; without one a one-off token is printed for this run."""
+    cli.log_as("serve")
     from ledgerq.admin.server import (
         MIN_TOKEN_CHARS,
         AdminServer,

@@ -101,7 +101,8 @@ def group() -> None:
 @click.option(
     "--health-port",
     type=click.IntRange(0, 65535),
-    help="Serve /health/live and /metrics on this port (127.0.0.1; see --health-host); with"
+    help="Serve /health/live, /health/ready and /metrics on this port (127.0.0.1; see"
+    " --health-host); with"
     " --processes N, child i serves on PORT+i.",
 )
 @click.option("--health-host", default="127.0.0.1", show_default=True, help="Health bind address.")
@@ -156,6 +157,7 @@ def start(
     and warns of each task or schedule whose queue neither it nor a live worker consumes."""
     from ledgerq.config.settings import Settings
 
+    cli.log_as("worker" if processes is None else "manager")
     if processes is not None:
         if once:
             raise click.UsageError("--once runs one job in one process; drop --processes")
@@ -173,6 +175,9 @@ def start(
 
         hub = MetricsHub()
         hub.watch_cpu()
+        from ledgerq.app.operations_surface import pool_reading
+
+        hub.watch_pool(pool_reading(app.parts))
     worker = app.worker(
         driver=driver,  # type: ignore[arg-type]  # click.Choice checked it
         strict=strict,
@@ -254,12 +259,15 @@ def _stop_beside(
 def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> HealthExporter:
     from ledgerq.metrics.exporter import HealthExporter
 
-    def is_alive() -> bool:
-        alive = not worker.stop_requested
-        hub.sink.record_health_check(alive)
-        return alive
-
-    return HealthExporter(host=host, port=port, is_alive=is_alive, render=hub.render)
+    # The health check metrics count the registrar's checks (``HealthChecked`` events), not
+    # these probes: a stalled worker still answers /health/live.
+    return HealthExporter(
+        host=host,
+        port=port,
+        is_alive=lambda: not worker.stop_requested,
+        is_ready=worker.readiness,
+        render=hub.render,
+    )
 
 
 def _child_command(slot: int, health_port: int | None) -> list[str]:

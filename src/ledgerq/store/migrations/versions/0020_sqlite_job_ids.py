@@ -40,7 +40,7 @@ def _rebuild(*, autoincrement: bool) -> None:
     bind = op.get_bind()
     if bind.dialect.name != "sqlite":
         return
-    table_sql = bind.exec_driver_sql(
+    table_sql: str = bind.exec_driver_sql(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
     ).scalar_one()
     if autoincrement:
