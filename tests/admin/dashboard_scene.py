@@ -19,6 +19,8 @@ from tests.helpers import running_worker, wait_until
 
 #: The worker ``fail_over_a_busy_worker`` registers and fails over.
 LOST = "w-lost@host-c"
+#: Who notices it (as a live worker's failover check names itself).
+DETECTED_BY = "worker w-alive@host-a"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,6 @@ def fail_over_a_busy_worker(app: LedgerQ) -> tuple[int, int]:
     with app.parts.store.engine.begin() as conn:
         stale = sa.update(queue_workers).where(queue_workers.c.id == LOST)
         conn.execute(stale.values(heartbeat_at=long_ago))
-    (event,) = admin.fail_over_workers(ttl_seconds=60, detected_by="test-reconciler")
+    (event,) = admin.fail_over_workers(ttl_seconds=60, detected_by=DETECTED_BY)
     assert (event.requeued, event.dead) == ((again,), (buried,))
     return again, buried

@@ -338,13 +338,19 @@ def test_failover_page_and_the_bulk_retry_of_dead_jobs(served_sqlite: Served, pa
     requeued, buried = dashboard_scene.fail_over_a_busy_worker(app)
     dead = [buried, *bury(app, "admin.flaky", [], 2)]
 
+    def live() -> bool:
+        """The script has redrawn the queues and workers (their links are its, not the
+        server's, from now on)."""
+        return bool(page.find("#overview").get_attribute("data-updated"))
+
     # A dead worker's row leads to its failover: who noticed, the jobs moved, linked.
     page.open("/dashboard")
+    wait_until(live, what="live numbers drawn")
     lost = f'#workers tr[data-worker="{dashboard_scene.LOST}"]'
     page.click(f"{lost} a.failovers")
     wait_until(lambda: "/dashboard/failovers?worker=" in page.driver.current_url, what="page")
     event = f'#failovers tr[data-worker="{dashboard_scene.LOST}"]'
-    assert "test-reconciler" in page.text(event) and " ms" in page.text(event)
+    assert dashboard_scene.DETECTED_BY in page.text(event) and " ms" in page.text(event)
     assert page.find(f'{event} a[data-kind="requeued"]').text == f"#{requeued}"
     page.shoot("failovers")
     page.click(f'{event} a[data-kind="dead"]')
@@ -355,6 +361,7 @@ def test_failover_page_and_the_bulk_retry_of_dead_jobs(served_sqlite: Served, pa
 
     # Bulk retry from the queue's row: the dry run's count first, nothing moved yet...
     page.open("/dashboard")
+    wait_until(live, what="live numbers drawn")
     page.click('#queues tr[data-queue="mail"] a.retry-dead')
     wait_until(lambda: page.at("/dashboard/retry-dead?queue=mail"), what="confirmation")
     assert "3 dead job(s) match" in page.text("#retry-dead-count")

@@ -12,7 +12,7 @@ from html import unescape
 
 from ledgerq.core.states import JobState
 from tests.admin.conftest import ADMIN_TOKEN, Served
-from tests.admin.dashboard_scene import LOST, fail_over_a_busy_worker
+from tests.admin.dashboard_scene import DETECTED_BY, LOST, fail_over_a_busy_worker
 from tests.admin.test_requeue_failed import bury
 
 
@@ -52,7 +52,7 @@ def test_failover_page_lists_the_moved_jobs_and_a_dead_worker_links_to_it(
     (event,) = re.findall(r'<tr data-event-id="\d+" data-worker="([^"]+)">(.*?)</tr>', listing)
     assert event[0] == LOST
     cells = re.findall(r"<td[^>]*>(.*?)</td>", event[1])
-    assert cells[2] == "test-reconciler"
+    assert cells[2] == DETECTED_BY
     assert f'data-kind="requeued" href="/dashboard/jobs/{requeued}">#{requeued}</a>' in cells[4]
     assert f'data-kind="dead" href="/dashboard/jobs/{buried}">#{buried}</a>' in cells[5]
     assert re.fullmatch(r"\d+\.\d ms", cells[6])

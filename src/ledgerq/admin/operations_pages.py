@@ -78,9 +78,10 @@ def failovers_page(request: Request, worker: WorkerFilter = None) -> Response:
     if caller is None:
         return to_login()
     deps: AdminDeps = request.app.state.deps
-    events: list[dict[str, Any]] = []
-    if deps.failovers is not None:
-        events = deps.failovers.list_failover_events(limit=EVENTS_SHOWN, worker_id=worker or None)
+    if deps.failovers is None:
+        body = "<h2>Failovers</h2><p class=empty>The failover record is not available here.</p>"
+        return render_page(request, "Failovers", body, caller)
+    events = deps.failovers.list_failover_events(limit=EVENTS_SHOWN, worker_id=worker or None)
     scope = (
         f' <small>of {pages.e(worker)} · <a href="/dashboard/failovers">all workers</a></small>'
         if worker
@@ -138,6 +139,8 @@ def retry_dead_page(
         f"<h2>Retry dead jobs <small>{pages.e(scope or 'every queue and task')}</small></h2>"
         f"<p id=retry-dead-count>{report.total} dead job(s) match. Retrying queues each"
         " again, due now, for one more run (as a single retry does).</p>"
+        "<p class=note>Dead workflow steps are not counted: retry them from their workflow's"
+        ' page, which reopens the workflow (<a href="/dashboard/workflows">Workflows</a>).</p>'
         + pages.table(
             ("queue", "task", "dead jobs"), _count_rows(report), table_id="retry-dead-counts"
         )
