@@ -1,15 +1,26 @@
 """A ledger with something on every dashboard page: a batch whose members succeed, die and
-stop part way through their items, and a workflow whose steps succeed, fail and are
-cancelled. Shared by the HTTP and the browser tests of the dashboard."""
+stop part way through their items, a workflow whose steps succeed, fail and are cancelled,
+and a worker failed over with the jobs it held. Shared by the HTTP and the browser tests of
+the dashboard."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
+
 from ledgerq import JobContext, LedgerQ, Task
+from ledgerq.core import fleet
 from ledgerq.core.workflow import WorkflowState
+from ledgerq.store.tables import queue_workers
 from tests.helpers import running_worker, wait_until
+
+#: The worker ``fail_over_a_busy_worker`` registers and fails over.
+LOST = "w-lost@host-c"
+#: Who notices it (as a live worker's failover check names itself).
+DETECTED_BY = "worker w-alive@host-a"
 
 
 @dataclass(frozen=True)
@@ -74,3 +85,22 @@ def run(app: LedgerQ, scene: Scene) -> None:
             timeout=30,
             what="workflow finished",
         )
+
+
+def fail_over_a_busy_worker(app: LedgerQ) -> tuple[int, int]:
+    """A registered worker that holds two running jobs and stops beating, failed over: one
+    job goes back to the queue, the other (its one attempt spent) is buried. Returns their
+    ids (requeued, buried)."""
+    admin, client = app.parts.fleet, app.client
+    admin.register_worker(fleet.Registration(LOST, "host-c", 1, ("default", "mail"), 4, "1"))
+    again = client.enqueue([client.build("admin.add", [1, 2])])[0].job_id
+    buried = client.enqueue([client.build("admin.boom", ["lost"])])[0].job_id
+    for queue in ("default", "mail"):
+        client.store.claim_jobs(queues=[queue], worker_id=LOST, limit=1, lease_seconds=60)
+    long_ago = admin.failover.dialect.bind_time(datetime.now(UTC) - timedelta(hours=1))
+    with app.parts.store.engine.begin() as conn:
+        stale = sa.update(queue_workers).where(queue_workers.c.id == LOST)
+        conn.execute(stale.values(heartbeat_at=long_ago))
+    (event,) = admin.fail_over_workers(ttl_seconds=60, detected_by=DETECTED_BY)
+    assert (event.requeued, event.dead) == ((again,), (buried,))
+    return again, buried

@@ -1,7 +1,8 @@
 """The dashboard in a real headless Chromium (Debian ``chromium`` + ``chromium-driver``, driven
 by Selenium), one browser for the module, over a real SQLite ledger: every page loads and shows
 the ledger's data; the actions on it (retry a job, pause and resume a schedule, retry a batch's
-failed members, retry a workflow's failed steps) change the database.
+failed members, retry a workflow's failed steps, retry a queue's dead jobs in bulk after its
+count) change the database.
 
 Set ``LEDGERQ_TEST_SCREENSHOT_DIR=docs`` (``make screenshots``) to write ``dashboard-<page>.png``
 (1280x800) of each page there."""
@@ -27,6 +28,7 @@ from ledgerq.core.workflow import StepState, WorkflowState
 from ledgerq.store.tables import queue_workers
 from tests.admin import dashboard_scene
 from tests.admin.conftest import ADMIN_TOKEN, Served
+from tests.admin.test_requeue_failed import bury
 from tests.helpers import running_worker, wait_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -329,3 +331,47 @@ def test_workflow_page_draws_the_dag_and_retries_failed_steps(
     )
     states = {s.name: s.state for s in view.steps}
     assert states["enrich"] is StepState.QUEUED and states["extract"] is StepState.SUCCEEDED
+
+
+def test_failover_page_and_the_bulk_retry_of_dead_jobs(served_sqlite: Served, page: Page) -> None:
+    app = served_sqlite.app
+    requeued, buried = dashboard_scene.fail_over_a_busy_worker(app)
+    dead = [buried, *bury(app, "admin.flaky", [], 2)]
+
+    def live() -> bool:
+        """The script has redrawn the queues and workers (their links are its, not the
+        server's, from now on)."""
+        return bool(page.find("#overview").get_attribute("data-updated"))
+
+    # A dead worker's row leads to its failover: who noticed, the jobs moved, linked.
+    page.open("/dashboard")
+    wait_until(live, what="live numbers drawn")
+    lost = f'#workers tr[data-worker="{dashboard_scene.LOST}"]'
+    page.click(f"{lost} a.failovers")
+    wait_until(lambda: "/dashboard/failovers?worker=" in page.driver.current_url, what="page")
+    event = f'#failovers tr[data-worker="{dashboard_scene.LOST}"]'
+    assert dashboard_scene.DETECTED_BY in page.text(event) and " ms" in page.text(event)
+    assert page.find(f'{event} a[data-kind="requeued"]').text == f"#{requeued}"
+    page.shoot("failovers")
+    page.click(f'{event} a[data-kind="dead"]')
+    wait_until(lambda: page.at(f"/dashboard/jobs/{buried}"), what="the buried job's page")
+    assert page.text("#job-state") == "dead"
+    page.click('nav a[href="/dashboard/failovers"]')
+    wait_until(lambda: page.at("/dashboard/failovers"), what="every failover")
+
+    # Bulk retry from the queue's row: the dry run's count first, nothing moved yet...
+    page.open("/dashboard")
+    wait_until(live, what="live numbers drawn")
+    page.click('#queues tr[data-queue="mail"] a.retry-dead')
+    wait_until(lambda: page.at("/dashboard/retry-dead?queue=mail"), what="confirmation")
+    assert "3 dead job(s) match" in page.text("#retry-dead-count")
+    page.shoot("retry-dead")
+    assert {app.client.get(i).state for i in dead} == {JobState.DEAD}
+    # ...then the confirmed retry queues every one of them again.
+    page.click("#retry-dead-run")
+    wait_until(lambda: page.find("#retry-dead-result").is_displayed(), what="result shown")
+    assert page.text("#retry-dead-result").startswith("3 dead job(s) queued again.")
+    assert {app.client.get(i).state for i in dead} == {JobState.QUEUED}
+    page.click("#retry-dead-result a")
+    wait_until(lambda: "state=queued" in page.driver.current_url, what="queued jobs listed")
+    assert all(page.has(f'#jobs tr[data-job-id="{i}"]') for i in dead)

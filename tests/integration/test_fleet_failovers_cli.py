@@ -91,6 +91,10 @@ def test_failovers_are_listed_by_the_cli_and_over_http(
         assert listed["worker_id"] == "h:1:dead" and listed["job_ids"]["requeued"] == ids
         assert listed["jobs_requeued"] == 2 and listed["duration_ms"] >= 0
         assert client.get("/admin/failover-events?limit=0", headers=READ).status_code == 422
+        mine = client.get("/admin/failover-events?worker_id=h:1:dead", headers=READ).json()
+        assert [e["id"] for e in mine["events"]] == [listed["id"]]
+        other = client.get("/admin/failover-events?worker_id=h:2:alive", headers=READ).json()
+        assert other == {"events": []}
     app.close()
 
 

@@ -19,6 +19,7 @@ from ledgerq.admin import (
     limits_api,
     locks_api,
     operations_api,
+    operations_pages,
     schedules_api,
     workflows_api,
 )
@@ -94,6 +95,7 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.include_router(workflows_api.router)
     app.include_router(dashboard.router)
     app.include_router(flow_pages.router)
+    app.include_router(operations_pages.router)
 
     @app.exception_handler(errors.LedgerqError)
     async def on_ledgerq_error(_request: Request, exc: errors.LedgerqError) -> JSONResponse:

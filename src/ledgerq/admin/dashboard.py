@@ -171,7 +171,8 @@ def overview(request: Request) -> Response:
         + pages.table(pages.QUEUE_HEADERS, pages.queue_rows(stats["queues"]), table_id="queues")
         + f"<h2>Workers <small id=worker-count>({active} active)</small></h2>"
         + pages.table(pages.WORKER_HEADERS, pages.worker_rows(workers), table_id="workers")
-        + "<h2>Failures</h2>"
+        + '<h2>Failures <small><a class=retry-dead href="/dashboard/retry-dead">'
+        + "retry every dead job…</a></small></h2>"
         + pages.table(pages.JOB_HEADERS, pages.job_rows(failures), table_id="failures")
         + coordination_page.section(deps)
     )
@@ -209,9 +210,15 @@ def jobs_page(
         if wellformed
         else []  # a filter no job can match (and no odd bytes sent to the database)
     )
+    retry = ""
+    if chosen is JobState.DEAD and found and wellformed:
+        link = pages.retry_dead_link(queue, task)
+        retry = f'<p><a class=retry-dead href="{pages.e(link)}">Retry the dead jobs of this'
+        retry += " filter…</a> (shows how many first)</p>"
     body = (
         "<h2>Jobs</h2>"
         + pages.filter_form(state, queue, task)
+        + retry
         + pages.table(
             pages.JOB_HEADERS, pages.job_rows([job_document(j) for j in found]), table_id="jobs"
         )

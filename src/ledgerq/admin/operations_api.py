@@ -100,9 +100,13 @@ class FailoverEventsOut(BaseModel):
 
 @router.get("/admin/failover-events", response_model=FailoverEventsOut, tags=["queues"])
 def get_failover_events(
-    _caller: Reader, deps: Deps, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+    _caller: Reader,
+    deps: Deps,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    worker_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
 ) -> dict[str, Any]:
-    """The failover record, newest first (kept for RETENTION_FAILOVER_EVENTS)."""
+    """The failover record, newest first (kept for RETENTION_FAILOVER_EVENTS); with
+    ``worker_id``, that worker's events alone."""
     if deps.failovers is None:
         raise HTTPException(404, "failover events are not available on this server")
-    return {"events": deps.failovers.list_failover_events(limit=limit)}
+    return {"events": deps.failovers.list_failover_events(limit=limit, worker_id=worker_id)}

@@ -29,6 +29,7 @@ def layout(title: str, body: str, *, csrf: str = "", signed_in: bool = True) -> 
         '<nav><a href="/dashboard">Overview</a> <a href="/dashboard/jobs">Jobs</a>'
         ' <a href="/dashboard/jobs?state=dead">Failures</a>'
         ' <a href="/dashboard/batches">Batches</a> <a href="/dashboard/workflows">Workflows</a>'
+        ' <a href="/dashboard/failovers">Failovers</a>'
         ' <button class="link" data-action="/dashboard/logout" data-then="/dashboard/login">'
         "Sign out</button></nav>"
         if signed_in
@@ -93,6 +94,18 @@ def progress_bar(done: int, total: int, *, label: str = "") -> str:
     )
 
 
+def failovers_link(worker_id: str) -> str:
+    """The failover events of one worker (linked from a dead worker's row)."""
+    return f"/dashboard/failovers?{urlencode({'worker': worker_id})}"
+
+
+def retry_dead_link(queue: str | None = None, task: str | None = None) -> str:
+    """The confirmation page of a bulk retry of the dead jobs of ``queue`` and ``task``
+    (every given one must match; none: every dead job)."""
+    given = {k: v for k, v in (("queue", queue), ("task", task)) if v}
+    return "/dashboard/retry-dead" + (f"?{urlencode(given)}" if given else "")
+
+
 def job_rows(jobs: Sequence[dict[str, Any]]) -> list[str]:
     """One row per job, with a link to its detail page."""
     rows = []
@@ -123,6 +136,8 @@ def queue_rows(queues: Sequence[dict[str, Any]]) -> list[str]:
             else action("Pause", f"/admin/queues/{name}/pause", danger=True)
         )
         link = f"/dashboard/jobs?{urlencode({'queue': name})}"
+        if counts.get("dead"):  # the bulk retry's first step: a count, then a confirmation
+            toggle += f' <a class=retry-dead href="{e(retry_dead_link(name))}">Retry dead</a>'
         rows.append(
             f'<tr data-queue="{e(name)}"><td><a href="{e(link)}">'
             f"{e(name)}</a></td><td class=num>{q['queued']}</td><td class=num>{q['running']}</td>"
@@ -158,12 +173,20 @@ QUEUE_HEADERS = (
 )
 
 
+def _failovers(worker: dict[str, Any]) -> str:
+    """A dead worker's link to its failover events (what moved, when, how long it took)."""
+    if worker["status"] != "dead":
+        return ""
+    return f' <a class=failovers href="{e(failovers_link(worker["worker_id"]))}">failovers</a>'
+
+
 def worker_rows(workers: Sequence[dict[str, Any]]) -> list[str]:
-    """One row per worker, active, stopped or dead (its status coloured)."""
+    """One row per worker, active, stopped or dead (its status coloured; a dead one links to
+    its failover events)."""
     return [
         f'<tr data-worker="{e(w["worker_id"])}" data-status="{e(w["status"])}">'
         f"<td>{e(w['worker_id'])}</td><td>{e(w.get('hostname'))}</td>"
-        f'<td><span class="state {e(w["status"])}">{e(w["status"])}</span></td>'
+        f'<td><span class="state {e(w["status"])}">{e(w["status"])}</span>{_failovers(w)}</td>'
         f"<td class=num>{w['running_jobs']}</td><td>{e(', '.join(w['queues']))}</td>"
         f"<td class=num>{e(w['heartbeat_age_seconds'])} s</td>"
         f"<td>{e(w.get('stopped_at')) or '-'}</td></tr>"

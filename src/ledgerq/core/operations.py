@@ -96,10 +96,12 @@ class FleetView(Protocol):
 class FailoverLog(Protocol):
     """The record of failovers: which dead worker, the jobs moved, the time taken."""
 
-    def list_failover_events(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest ``limit`` events, newest first, as plain data: ``id``, ``worker_id``,
-        ``detected_by``, ``last_heartbeat_at``, ``detected_at``, ``jobs_requeued``,
-        ``jobs_dead``, ``job_ids`` and ``duration_ms``."""
+    def list_failover_events(
+        self, *, limit: int = 50, worker_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` events (of ``worker_id`` alone, when given), newest first, as
+        plain data: ``id``, ``worker_id``, ``detected_by``, ``last_heartbeat_at``,
+        ``detected_at``, ``jobs_requeued``, ``jobs_dead``, ``job_ids`` and ``duration_ms``."""
 
 
 @dataclass(frozen=True, slots=True)

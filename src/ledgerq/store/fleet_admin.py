@@ -131,9 +131,11 @@ class SqlFleetAdmin:
         """See ``SqlFleetOperations.count_failover_events``."""
         return self.operations.count_failover_events()
 
-    def list_failover_events(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    def list_failover_events(
+        self, *, limit: int = 50, worker_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """See ``SqlFleetOperations.list_failover_events``."""
-        return self.operations.list_failover_events(limit=limit)
+        return self.operations.list_failover_events(limit=limit, worker_id=worker_id)
 
     def probe_database(self) -> dict[str, Any]:
         """See ``SqlFleetOperations.probe_database``."""

@@ -170,10 +170,14 @@ class SqlFleetOperations(SqlTransactions):
             found = conn.execute(sa.select(sa.func.count()).select_from(failover_events))
             return int(found.scalar() or 0)
 
-    def list_failover_events(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest failover events as plain data."""
+    def list_failover_events(
+        self, *, limit: int = 50, worker_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest failover events as plain data (of ``worker_id`` alone, when given)."""
         t = failover_events
         stmt = sa.select(*t.c).order_by(t.c.id.desc()).limit(limit)
+        if worker_id is not None:
+            stmt = stmt.where(t.c.worker_id == worker_id)
         with self._read() as conn:
             rows = list(conn.execute(stmt).mappings())
         return [

@@ -12,16 +12,36 @@
     setTimeout(function () { box.className = ""; }, 4000);
   }
 
-  function post(path) {
-    return fetch(path, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "X-CSRF-Token": csrf, "Accept": "application/json" },
-    }).then(function (response) {
+  // ``body``: JSON text sent as the request's body (a button's data-body), or null.
+  function post(path, body) {
+    var headers = { "X-CSRF-Token": csrf, "Accept": "application/json" };
+    var init = { method: "POST", credentials: "same-origin", headers: headers };
+    if (body !== null) {
+      headers["Content-Type"] = "application/json";
+      init.body = body;
+    }
+    return fetch(path, init).then(function (response) {
       if (response.ok) return response;
       return response.json().catch(function () { return {}; }).then(function (body) {
         throw new Error(body.detail || ("HTTP " + response.status));
       });
+    });
+  }
+
+  // A button with data-report shows what its action did in the element of that id instead
+  // of reloading the page: its data-template with {field} taken from the JSON answer.
+  function report(button, response) {
+    return response.json().then(function (answer) {
+      var box = document.getElementById(button.getAttribute("data-report"));
+      var text = (button.getAttribute("data-template") || "done.").replace(
+        /\{(\w+)\}/g, function (_, key) { return String(answer[key]); });
+      if (box) {
+        box.insertBefore(document.createTextNode(text + " "), box.firstChild);
+        box.setAttribute("data-total", String(answer.total));
+        box.hidden = false;
+      }
+      if (button.parentNode) button.parentNode.hidden = true;
+      toast(text, false);
     });
   }
 
@@ -30,10 +50,12 @@
     if (!button) return;
     event.preventDefault();
     button.disabled = true;
-    post(button.getAttribute("data-action")).then(function () {
-      var then = button.getAttribute("data-then");
-      if (then) { window.location = then; } else { window.location.reload(); }
-    }).catch(function (error) {
+    post(button.getAttribute("data-action"), button.getAttribute("data-body"))
+      .then(function (response) {
+        if (button.hasAttribute("data-report")) return report(button, response);
+        var then = button.getAttribute("data-then");
+        if (then) { window.location = then; } else { window.location.reload(); }
+      }).catch(function (error) {
       button.disabled = false;
       toast(error.message, true);
     });
@@ -126,6 +148,14 @@
       td.appendChild(q.paused
         ? button("Resume", "/admin/queues/" + encodeURIComponent(q.name) + "/resume", false)
         : button("Pause", "/admin/queues/" + encodeURIComponent(q.name) + "/pause", true));
+      if (q.counts.dead) {  // the bulk retry's first step: the count, then a confirmation
+        var retry = document.createElement("a");
+        retry.className = "retry-dead";
+        retry.href = "/dashboard/retry-dead?queue=" + encodeURIComponent(q.name);
+        retry.textContent = "Retry dead";
+        td.appendChild(document.createTextNode(" "));
+        td.appendChild(retry);
+      }
       body.appendChild(row);
     });
   }
@@ -157,7 +187,16 @@
       var badge = document.createElement("span");
       badge.className = "state " + w.status;
       badge.textContent = w.status;
-      cell(row, "").appendChild(badge);
+      var status = cell(row, "");
+      status.appendChild(badge);
+      if (w.status === "dead") {  // what its failover moved, and when
+        var link = document.createElement("a");
+        link.className = "failovers";
+        link.href = "/dashboard/failovers?worker=" + encodeURIComponent(w.worker_id);
+        link.textContent = "failovers";
+        status.appendChild(document.createTextNode(" "));
+        status.appendChild(link);
+      }
       cell(row, w.running_jobs, "num");
       cell(row, w.queues.join(", "));
       cell(row, (w.heartbeat_age_seconds === null ? "-" : w.heartbeat_age_seconds.toFixed(1)) + " s", "num");
