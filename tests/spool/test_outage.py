@@ -222,7 +222,7 @@ def test_a_spooled_handle_has_no_id(postgres: PrivatePostgres, tmp_path: Path) -
         postgres.stop_immediately()
         handle = record.enqueue(1)
         assert isinstance(handle, SpooledHandle) and handle.status == "spooled"
-        assert handle.dedupe_key.startswith("spool:")
+        assert handle.key.startswith("spool:")
         with pytest.raises(errors.JobSpooled):
             _ = handle.job_id
         with pytest.raises(errors.JobSpooled):

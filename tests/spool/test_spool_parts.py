@@ -121,8 +121,9 @@ def test_keys_are_added_only_where_the_caller_gave_none() -> None:
     own = NewJob(task="t", queue="default", args_json="{}", dedupe_key="mine")
     serial = iter(range(1, 10))
     keyed = spool.key_jobs([plain, own, plain], "prod", lambda: next(serial))
-    assert [j.dedupe_key for j in keyed] == ["spool:prod:1", "mine", "spool:prod:2"]
-    assert keyed[0].dedupe_for_seconds == spool.KEY_WINDOW_SECONDS
+    assert [j.idempotency_key for j in keyed] == ["spool:prod:1", None, "spool:prod:2"]
+    assert keyed[0].idempotency_for_seconds == spool.KEY_WINDOW_SECONDS
+    assert keyed[0].dedupe_key is None
     assert keyed[1] == own  # the caller's key keeps its own meaning
 
 

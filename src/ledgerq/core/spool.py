@@ -1,11 +1,11 @@
 """The enqueue spool: where a producer keeps jobs it could not commit while the database was
 unreachable (``LEDGERQ_SPOOL``), and the one replay that moves them into the ledger.
 
-Invariants: every spooled job carries a dedupe key taken before its first insert attempt, so
-its replay creates it at most once (an insert whose commit was lost with the connection, a
-second replay after a crash between commit and removal, two drainers racing: each finds the
-key taken and the job is a duplicate); an entry leaves the spool only after the transaction
-that inserted its jobs committed; a producer's entries replay in the order it wrote them.
+Invariants: every spooled job carries a key (an idempotency key, or the caller's own dedupe
+key) from before its first insert attempt, so it is created at most once however often it is
+inserted (a commit whose answer was lost with the connection, a second replay after a crash
+between commit and removal, two drainers racing); an entry leaves the spool only after the
+transaction that inserted its jobs committed; a producer's entries replay in write order.
 The adapters (``transport/redis_spool.py``, ``transport/file_spool.py``) keep entries as
 opaque text; this module spells an entry (``encode_entry`` / ``decode_entry``).
 """
@@ -76,15 +76,16 @@ class SpoolCount:
 
 
 def key_jobs(jobs: Sequence[NewJob], producer: str, serial: Callable[[], int]) -> list[NewJob]:
-    """``jobs`` with a dedupe key each, so any insert of them creates each at most once: a job
-    without one gets ``spool:<producer>:<n>`` held for ``KEY_WINDOW_SECONDS``; a caller's own
-    key keeps its own meaning (see docs/operations.md)."""
+    """``jobs`` with a key each, so any insert of them creates each at most once: a job
+    without a ``dedupe_key`` gets the idempotency key ``spool:<producer>:<n>``, held for
+    ``KEY_WINDOW_SECONDS``; a caller's own ``dedupe_key`` keeps its own meaning (see
+    docs/operations.md)."""
     keyed = []
     for job in jobs:
         if job.dedupe_key is None:
             data = asdict(job)
-            data["dedupe_key"] = f"{KEY_PREFIX}{producer}:{serial()}"
-            data["dedupe_for_seconds"] = KEY_WINDOW_SECONDS
+            data["idempotency_key"] = f"{KEY_PREFIX}{producer}:{serial()}"
+            data["idempotency_for_seconds"] = KEY_WINDOW_SECONDS
             job = NewJob(**data)
         keyed.append(job)
     return keyed
@@ -130,6 +131,8 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "held": (bool,),
     "expires_at": (str, type(None)),
     "dedupe_for_seconds": (int, float, type(None)),
+    "idempotency_key": (str, type(None)),
+    "idempotency_for_seconds": (int, float, type(None)),
 }
 
 

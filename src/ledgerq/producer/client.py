@@ -151,7 +151,7 @@ class Client:
             keyed, lambda js: self.store.insert_jobs(js, on_commit=committed), self.announce
         )
         if results is None:
-            return [SpooledHandle(job.dedupe_key or "") for job in keyed]
+            return [SpooledHandle(job.idempotency_key or job.dedupe_key or "") for job in keyed]
         return [JobHandle(result, self) for result in results]
 
     def wait(self, job_id: int, timeout: float | None = None) -> object:

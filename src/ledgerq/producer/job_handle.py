@@ -74,24 +74,25 @@ class JobHandle(EnqueueResult):
 class SpooledHandle(JobHandle):
     """The answer to an enqueue that went to the spool (``LEDGERQ_SPOOL``) because the
     database was unreachable: the job is durable in the spool and will be created exactly
-    once, by its ``dedupe_key``, when a drainer replays it. It has no id until then:
-    ``job_id`` and ``wait`` raise ``JobSpooled``, and the handle never learns it: the job
-    row carries ``dedupe_key`` (the caller's, or ``spool:<producer>:<n>``), which is how an
-    operator finds it (docs/operations.md, "Enqueue spool")."""
+    once, by its ``key``, when a drainer replays it. It has no id until then: ``job_id``
+    and ``wait`` raise ``JobSpooled``, and the handle never learns it. ``key`` is the
+    caller's ``dedupe_key``, or the spool's idempotency key ``spool:<producer>:<n>``, which
+    ``job_dedupe_windows`` maps to the job once it exists (docs/operations.md, "Enqueue
+    spool")."""
 
-    __slots__ = ("dedupe_key",)
-    dedupe_key: str
+    __slots__ = ("key",)
+    key: str
 
-    def __init__(self, dedupe_key: str) -> None:
+    def __init__(self, key: str) -> None:
         _JOB_ID_SLOT.__set__(self, 0)
         object.__setattr__(self, "duplicate", False)
-        object.__setattr__(self, "dedupe_key", dedupe_key)
+        object.__setattr__(self, "key", key)
 
     @property
     def job_id(self) -> int:
         """No id yet: raises ``JobSpooled``."""
         raise errors.JobSpooled(
-            f"the job was spooled (dedupe_key {self.dedupe_key!r}); it has no id until replayed"
+            f"the job was spooled (key {self.key!r}); it has no id until it is replayed"
         )
 
     def wait(self, timeout: float | None = None) -> object:
@@ -105,14 +106,14 @@ class SpooledHandle(JobHandle):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SpooledHandle):
-            return self.dedupe_key == other.dedupe_key
+            return self.key == other.key
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(("spooled", self.dedupe_key))
+        return hash(("spooled", self.key))
 
     def __repr__(self) -> str:
-        return f"SpooledHandle(dedupe_key={self.dedupe_key!r})"
+        return f"SpooledHandle(key={self.key!r})"
 
 
 #: The slot behind ``EnqueueResult.job_id``, which ``SpooledHandle`` hides behind a property.
