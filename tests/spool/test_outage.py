@@ -7,6 +7,7 @@ The PostgreSQL and Redis servers are private to each test; the shared ones are n
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections import Counter
@@ -32,16 +33,46 @@ pytestmark = pytest.mark.timeout(120)
 JOBS = 1000
 
 
-@pytest.fixture
-def postgres() -> Iterator[PrivatePostgres]:
-    server = PrivatePostgres()
-    try:
-        engine = create_engine(server.url)
+class Database:
+    """A fresh ledger database in the module's private cluster; stopping it stops the whole
+    cluster (its other databases belong to tests that already ended)."""
+
+    def __init__(self, cluster: PrivatePostgres) -> None:
+        self.cluster = cluster
+        name = f"spool_{secrets.token_hex(4)}"
+        cluster.sql(f"CREATE DATABASE {name}")
+        self.url = cluster.url.rsplit("/", 1)[0] + f"/{name}"
+        self.running = True
+        engine = create_engine(self.url)
         migrate(engine)
         engine.dispose()
+
+    def stop_immediately(self) -> None:
+        self.cluster.stop_immediately()
+        self.running = False
+
+    def start(self) -> None:
+        self.cluster.start()
+        self.running = True
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PrivatePostgres]:
+    server = PrivatePostgres()
+    try:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def postgres(cluster: PrivatePostgres) -> Iterator[Database]:
+    database = Database(cluster)
+    try:
+        yield database
+    finally:
+        if not database.running:
+            database.start()
 
 
 class Producer:
@@ -85,7 +116,7 @@ class Producer:
         assert self.failure is None, self.failure
 
 
-def enqueue_through_outages(app: LedgerQ, postgres: PrivatePostgres) -> Producer:
+def enqueue_through_outages(app: LedgerQ, postgres: Database) -> Producer:
     """Enqueue 200 jobs, crash PostgreSQL, enqueue 200 more (spooled), start it again and go
     on until the producer is back on the database (its own replay of its spooled jobs), then
     crash it again for the last 300, which stay in the spool for a drainer."""
@@ -134,7 +165,7 @@ def check_exactly_once(producer: Producer, url: str) -> None:
 
 
 def test_redis_spool_carries_enqueues_through_a_database_crash(
-    postgres: PrivatePostgres, redis_server: RedisServer
+    postgres: Database, redis_server: RedisServer
 ) -> None:
     app = LedgerQ(database_url=postgres.url, redis_url=redis_server.url, spool="redis")
     try:
@@ -157,7 +188,7 @@ def test_redis_spool_carries_enqueues_through_a_database_crash(
 
 
 def test_file_spool_carries_enqueues_through_a_database_crash(
-    postgres: PrivatePostgres,
+    postgres: Database,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -189,7 +220,7 @@ def test_file_spool_carries_enqueues_through_a_database_crash(
         app.close()
 
 
-def test_without_a_spool_enqueue_fails_at_once(postgres: PrivatePostgres) -> None:
+def test_without_a_spool_enqueue_fails_at_once(postgres: Database) -> None:
     app = LedgerQ(database_url=postgres.url)
     try:
 
@@ -211,7 +242,7 @@ def test_without_a_spool_enqueue_fails_at_once(postgres: PrivatePostgres) -> Non
         app.close()
 
 
-def test_a_spooled_handle_has_no_id(postgres: PrivatePostgres, tmp_path: Path) -> None:
+def test_a_spooled_handle_has_no_id(postgres: Database, tmp_path: Path) -> None:
     app = LedgerQ(database_url=postgres.url, spool=f"file:{tmp_path / 'spool'}")
     try:
 
@@ -235,9 +266,7 @@ def test_a_spooled_handle_has_no_id(postgres: PrivatePostgres, tmp_path: Path) -
         app.close()
 
 
-def test_a_transactional_enqueue_is_never_spooled(
-    postgres: PrivatePostgres, tmp_path: Path
-) -> None:
+def test_a_transactional_enqueue_is_never_spooled(postgres: Database, tmp_path: Path) -> None:
     app = LedgerQ(database_url=postgres.url, spool=f"file:{tmp_path / 'spool'}")
     try:
 

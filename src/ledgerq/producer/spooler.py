@@ -42,7 +42,9 @@ def new_producer_id() -> str:
 
 class Spooler:
     """Routes one producer's enqueues to the database, or to the spool while it is down.
-    Thread-safe: enqueues of one producer are serialised while it has spooled entries."""
+    Thread-safe: while the database answers and nothing is spooled, enqueues run in
+    parallel; from the first failure until the spool is empty again they are serialised,
+    so the producer's order holds."""
 
     def __init__(
         self,
@@ -74,6 +76,13 @@ class Spooler:
         database is unavailable, or older entries of this producer still wait). Raise
         ``SpoolUnavailable`` when neither the database nor the spool took them. ``announce``
         gets the hints of the jobs this producer's own replay of older entries created."""
+        if not self._pending and not self._outage:
+            # The common case takes no lock, so a producer's threads insert in parallel.
+            try:
+                return insert(jobs)
+            except errors.StoreUnavailable as exc:
+                with self._lock:
+                    self._note_outage(exc)
         with self._lock:
             if time.monotonic() >= self._database_back_at:
                 try:
@@ -84,12 +93,15 @@ class Spooler:
                             log.info("database answers again; enqueues go to it")
                         return results
                 except errors.StoreUnavailable as exc:
-                    self._database_back_at = time.monotonic() + RETRY_DATABASE_SECONDS
-                    if not self._outage:  # once per outage, not once per enqueue
-                        self._outage = True
-                        log.warning("database unavailable; spooling enqueues", error=str(exc))
+                    self._note_outage(exc)
             self._append(jobs)
             return None
+
+    def _note_outage(self, exc: errors.StoreUnavailable) -> None:
+        self._database_back_at = time.monotonic() + RETRY_DATABASE_SECONDS
+        if not self._outage:  # once per outage, not once per enqueue
+            self._outage = True
+            log.warning("database unavailable; spooling enqueues", error=str(exc))
 
     def _replay_own(self, announce: Announce) -> bool:
         """Replay this producer's own entries; whether none is left. False when a drainer

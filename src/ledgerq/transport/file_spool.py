@@ -40,7 +40,9 @@ class FileSpool:
         data = entry.encode()
         try:
             for _ in range(3):  # a drainer may remove the producer's empty folder meanwhile
-                folder.mkdir(parents=True, exist_ok=True)
+                # Private: entries hold job arguments.
+                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+                folder.mkdir(exist_ok=True, mode=0o700)
                 with self._lock:
                     n = self._next.get(producer) or self._last(producer) + 1
                     self._next[producer] = n + 1
