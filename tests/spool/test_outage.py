@@ -266,6 +266,33 @@ def test_a_spooled_handle_has_no_id(postgres: Database, tmp_path: Path) -> None:
         app.close()
 
 
+def test_the_enqueue_command_reports_a_spooled_job(
+    postgres: Database,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    module = f"spool_cli_app_{secrets.token_hex(4)}"
+    (tmp_path / f"{module}.py").write_text(
+        "from ledgerq import LedgerQ\n"
+        "app = LedgerQ()\n"
+        "@app.task(name='ping')\n"
+        "def ping(ctx, n: int) -> None: ...\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LEDGERQ_DATABASE_URL", postgres.url)
+    monkeypatch.setenv("LEDGERQ_SPOOL", f"file:{tmp_path / 'spool'}")
+    postgres.stop_immediately()
+    argv = ["--app", f"{module}:app", "job", "enqueue", "ping", "--args", "[1]"]
+    assert main([*argv, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "spooled" and shown["id"] is None
+    assert shown["key"].startswith("spool:")
+    assert main(argv) == 0
+    assert "job spooled" in capsys.readouterr().out
+    assert len(list((tmp_path / "spool").rglob("*.json"))) == 2
+
+
 def test_a_transactional_enqueue_is_never_spooled(postgres: Database, tmp_path: Path) -> None:
     app = LedgerQ(database_url=postgres.url, spool=f"file:{tmp_path / 'spool'}")
     try:
