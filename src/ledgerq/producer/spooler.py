@@ -66,7 +66,8 @@ class Spooler:
         """Jobs this producer wrote to the spool."""
 
     def key(self, jobs: Sequence[NewJob]) -> list[NewJob]:
-        """``jobs`` with the dedupe keys that make their inserts happen at most once."""
+        """``jobs`` with the keys that make their inserts happen at most once (see
+        ``core.spool.key_jobs``)."""
         return spool.key_jobs(jobs, self.producer, lambda: next(self._serial))
 
     def enqueue(

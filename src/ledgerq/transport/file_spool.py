@@ -120,6 +120,10 @@ class FileSpool:
             except BlockingIOError:
                 yield False
                 return
+            if not _same_folder(fd, folder):
+                # Swept and made anew since we opened it: our lock guards nothing.
+                yield False
+                return
             yield True
             self._sweep(producer)
         finally:
@@ -140,6 +144,13 @@ class FileSpool:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _same_folder(fd: int, folder: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(folder))
+    except FileNotFoundError:
+        return False
 
 
 def _fsync_folder(folder: Path) -> None:

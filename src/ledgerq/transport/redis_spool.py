@@ -36,6 +36,11 @@ redis.call('LTRIM', KEYS[1], tonumber(ARGV[1]), -1)
 if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
 return 1
 """
+# KEYS[1] hold key; ARGV[1] token; ARGV[2] milliseconds. Renews only the holder's own hold.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
 # KEYS[1] hold key; ARGV[1] token.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -54,6 +59,7 @@ class RedisSpool:
         self._append: Any = client.register_script(_APPEND)
         self._remove: Any = client.register_script(_REMOVE)
         self._release: Any = client.register_script(_RELEASE)
+        self._renew: Any = client.register_script(_RENEW)
         self._held: dict[str, str] = {}
 
     def _list(self, producer: str) -> str:
@@ -74,7 +80,7 @@ class RedisSpool:
         with _translated():
             token = self._held.get(producer)
             if token is not None:
-                self._client.set(self._hold_key(producer), token, px=HOLD_MS, xx=True)
+                self._renew(keys=[self._hold_key(producer)], args=[token, HOLD_MS])
             return [
                 _text(e)
                 for e in cast(list[bytes], self._client.lrange(self._list(producer), 0, limit - 1))
