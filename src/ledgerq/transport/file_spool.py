@@ -105,15 +105,15 @@ class FileSpool:
 
     @contextlib.contextmanager
     def hold(self, producer: str) -> Iterator[bool]:
-        """Hold the producer's folder lock for the block if it is free (a missing folder
-        counts as held: there is nothing in it); afterwards remove the folder if it is
-        empty."""
+        """Hold the producer's folder lock for the block if it is free; afterwards remove
+        the folder if it is empty."""
         folder = self.root / producer
         try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            folder.mkdir(exist_ok=True, mode=0o700)  # an absent folder is locked like another
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except FileNotFoundError:
-            yield True  # nothing to replay, nothing to guard
-            return
+        except OSError as exc:
+            raise errors.SpoolUnavailable(f"spool folder {folder}: {exc}") from exc
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
