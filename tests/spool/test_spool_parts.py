@@ -192,3 +192,21 @@ def test_spool_status_counts_jobs_per_producer(
     assert shown["producers"] == [{"producer": "prod", "entries": 2, "jobs": 3}]
     assert main(["spool", "status"]) == 0
     assert "prod: 3 job(s) in 2 enqueue(s)" in capsys.readouterr().out
+
+
+def test_validate_config_checks_that_the_spool_can_be_written(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    assert main(["--database-url", url, "db", "migrate"]) == 0
+    monkeypatch.setenv("LEDGERQ_DATABASE_URL", url)
+    monkeypatch.setenv("LEDGERQ_SPOOL", f"file:{tmp_path / 'spool'}")
+    capsys.readouterr()
+    assert main(["worker", "validate-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["problems"] == []
+    assert list((tmp_path / "spool").iterdir()) == []  # its trial folder is gone
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("LEDGERQ_SPOOL", f"file:{tmp_path / 'not-a-folder'}")
+    assert main(["worker", "validate-config", "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert len(problems) == 1 and problems[0].startswith("spool: spool folder")

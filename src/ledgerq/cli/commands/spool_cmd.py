@@ -27,6 +27,22 @@ def _spool(cli: CliContext) -> spool.Spool:
     return target
 
 
+def spool_problems(cli: CliContext) -> list[str]:
+    """What keeps the configured spool from working (none when it is off): it must take a
+    hold (a write: a folder made and removed, or a Redis key set and deleted) and list its
+    producers."""
+    if cli.app().settings.spool == "off":
+        return []
+    try:
+        target = _spool(cli)
+        with target.hold("ledgerq-validate-config"):
+            pass
+        target.producers()
+    except errors.StoreUnavailable as exc:
+        return [f"spool: {exc}"]
+    return []
+
+
 def _counts(target: spool.Spool) -> list[spool.SpoolCount]:
     counts = []
     for producer in target.producers():
