@@ -16,10 +16,12 @@ from ledgerq.core.errors import (
     InvalidSchedule,
     JobFailed,
     JobNotFound,
+    JobSpooled,
     LeaseLost,
     LedgerqError,
     LockUnavailable,
     PayloadError,
+    SpoolUnavailable,
     StaleClaim,
     StoreError,
     StoreUnavailable,
@@ -42,7 +44,7 @@ if _typing.TYPE_CHECKING:
     from ledgerq.core.schema import MigrationStatus
     from ledgerq.core.workflow import WorkflowNotFound
     from ledgerq.producer.batch_builder import Batch
-    from ledgerq.producer.job_handle import JobHandle
+    from ledgerq.producer.job_handle import JobHandle, SpooledHandle
     from ledgerq.producer.workflow_api import Workflow
     from ledgerq.runtime.context import JobContext
     from ledgerq.runtime.job_hooks import JobHooks
@@ -62,6 +64,7 @@ _IMPORTED_ON_FIRST_USE = {
     "JobHandle": "ledgerq.producer.job_handle",
     "LedgerQ": "ledgerq.app.application",
     "Settings": "ledgerq.config.settings",
+    "SpooledHandle": "ledgerq.producer.job_handle",
     "Task": "ledgerq.app.task",
     "Workflow": "ledgerq.producer.workflow_api",
     "WorkerOverrides": "ledgerq.app.worker_overrides",
@@ -86,6 +89,7 @@ __all__ = [
     "JobHandle",
     "JobHooks",
     "JobNotFound",
+    "JobSpooled",
     "JobState",
     "LeaseLost",
     "LedgerQ",
@@ -97,6 +101,8 @@ __all__ = [
     "RetryPolicy",
     "Schedule",
     "Settings",
+    "SpoolUnavailable",
+    "SpooledHandle",
     "StaleClaim",
     "StoreError",
     "StoreUnavailable",

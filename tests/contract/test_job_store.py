@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import sqlalchemy as sa
@@ -348,3 +349,44 @@ def test_results_and_errors_of_any_text_survive_a_group_completion(store: SqlJob
     assert store.complete_jobs(done) == [True] * 2 * count
     assert [store.get_job(job.id).result_json for job in results] == texts
     assert [store.get_job(job.id).error_json for job in errors_] == texts
+
+
+def keyed(key: str, queue: str = "q", **kw: object) -> NewJob:
+    return new(queue, idempotency_key=key, idempotency_for_seconds=3600.0, **kw)
+
+
+def test_an_idempotency_key_creates_its_job_once_even_after_it_finished(
+    store: SqlJobStore,
+) -> None:
+    # Mixed with plain and deduplicated jobs, ids follow the input order (a producer's order).
+    first = store.insert_jobs([keyed("k1"), new(), keyed("k2"), new(dedupe_key="d"), keyed("k3")])
+    ids = [r.job_id for r in first]
+    assert ids == sorted(ids) and not any(r.duplicate for r in first)
+    for job_id in ids:
+        store.cancel_job(job_id)  # finished: the keys still point at their jobs
+    again = store.insert_jobs([keyed("k1"), keyed("k4"), keyed("k3")])
+    assert [r.duplicate for r in again] == [True, False, True]
+    assert [again[0].job_id, again[2].job_id] == [ids[0], ids[4]]
+    assert len(store.list_jobs(limit=100)) == 6
+
+
+def test_racing_inserts_of_one_idempotency_key_create_one_job(store: SqlJobStore) -> None:
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def insert() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(store.insert_jobs([keyed("race-1"), keyed("race-2")]))
+        except errors.StoreError as exc:  # the loser's transaction rolls back whole
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=insert) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    retried = store.insert_jobs([keyed("race-1"), keyed("race-2")])
+    assert [r.duplicate for r in retried] == [True, True]
+    assert len(store.list_jobs(limit=100)) == 2
+    assert any(isinstance(o, list) and not any(r.duplicate for r in o) for o in outcomes)

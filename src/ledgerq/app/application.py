@@ -20,6 +20,7 @@ from typing import (
 from pydantic import ValidationError
 
 from ledgerq.app import wiring
+from ledgerq.app.spool_wiring import build_spool
 from ledgerq.app.task import Task
 from ledgerq.app.worker_overrides import WorkerOverrides
 from ledgerq.config.settings import Settings, load_settings
@@ -35,6 +36,7 @@ from ledgerq.core.tasks import TaskRegistry, TaskSpec, module_name
 from ledgerq.core.workflow import FailurePolicy, check_policy
 from ledgerq.producer.batch_builder import Batch, BatchCall, BatchClient, TaskRef
 from ledgerq.producer.client import Client
+from ledgerq.producer.spooler import Spooler
 from ledgerq.producer.workflow_api import Workflow, WorkflowEventFeed, Workflows
 from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.job_hooks import JobHooks
@@ -96,12 +98,14 @@ class LedgerQ:
     def client(self) -> Client:
         """The producer API: enqueue, get, list, cancel, retry."""
         if self._client is None:
+            spool = build_spool(self.settings, self.parts.redis)
             self._client = Client(
                 self.parts.store,
                 wiring.producer_transport(self.settings, self.parts),
                 self.registry,
                 self.parts.codec,
                 finished=self.parts.finished,
+                spooler=None if spool is None else Spooler(spool, self.parts.store),
             )
         return self._client
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import structlog
 
+from ledgerq.app.spool_wiring import build_spool
 from ledgerq.config.settings import Settings
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -317,6 +318,7 @@ def build_worker(
         control=control,
         workflows=parts.workflows,
         job_hooks=(job_log_lines(every_job=settings.log_jobs), *job_hooks),
+        spool=build_spool(settings, parts.redis),
     )
     return Worker(deps, options)
 

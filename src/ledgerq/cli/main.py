@@ -77,6 +77,7 @@ TOP_LEVEL_COMMANDS = {
     "schedule": _COMMANDS + "schedule_cmd:group",
     "scheduler": _COMMANDS + "schedule_cmd:scheduler_command",
     "serve": _COMMANDS + "serve_cmd:command",
+    "spool": _COMMANDS + "spool_cmd:group",
     "worker": _COMMANDS + "worker_cmd:group",
     "workflow": _COMMANDS + "workflow_cmd:group",
 }

@@ -128,6 +128,11 @@ class Settings(BaseSettings):
     """Connections ``ledgerq serve`` holds at once; past it requests get 503. Defaults to 200."""
     max_payload_bytes: int = Field(default=256 * 1024, ge=64, le=64 * 1024 * 1024)
     """Largest encoded job arguments, in bytes. Defaults to 262144."""
+    spool: str = "off"
+    """Where a producer keeps enqueues the database cannot take while it is down: ``off``
+    (enqueue raises ``StoreUnavailable``), ``redis`` (lists in ``REDIS_URL``'s Redis) or
+    ``file:/path/to/folder`` (``file`` alone: ``./ledgerq-spool``). Workers replay it; see
+    docs/operations.md, "Enqueue spool". Defaults to off."""
     locks_backend: Literal["database", "redis"] = "database"
     """Where ``app.lock`` keeps locks: the ``distributed_locks`` table, or Redis keys (needs
     ``REDIS_URL``); fencing tokens come from the database either way. Defaults to database."""
@@ -154,6 +159,18 @@ class Settings(BaseSettings):
         if value is not None:
             check_redis_url(value.get_secret_value())
         return value
+
+    @field_validator("spool")
+    @classmethod
+    def _check_spool(cls, value: str) -> str:
+        spool_folder(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_spool_redis(self) -> Settings:
+        if self.spool == "redis" and self.redis_url is None:
+            raise ValueError("spool=redis needs redis_url (LEDGERQ_REDIS_URL)")
+        return self
 
     @model_validator(mode="after")
     def _check_heartbeat(self) -> Settings:
@@ -193,6 +210,18 @@ def check_redis_url(url: str) -> str:
     if parts.scheme != "unix" and not parts.hostname and port is None:
         raise ValueError(f"redis_url {mask_url(url)!r} names no host")
     return url
+
+
+def spool_folder(spool: str) -> Path | None:
+    """The folder of a ``file`` spool setting, None for ``off`` and ``redis``; ``ValueError``
+    for anything else."""
+    if spool in ("off", "redis"):
+        return None
+    if spool == "file":
+        return Path("ledgerq-spool")
+    if spool.startswith("file:") and spool[5:].strip():
+        return Path(spool[5:])
+    raise ValueError(f"spool must be off, redis, or file:/path/to/folder, got {spool!r}")
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -4,6 +4,8 @@ LedgerqError
 ├── ConfigError            settings that cannot work (bad URL, unknown key, bad value)
 ├── StoreError
 │   ├── StoreUnavailable   the database cannot be reached
+│   │   └── SpoolUnavailable  ... and the enqueue spool could not take the jobs either
+│   ├── SpoolCorrupt       a spool entry cannot be read (written by another version?)
 │   ├── JobNotFound        no job with that id
 │   ├── StaleClaim         a fenced write of a job this worker no longer owns
 │   ├── InvalidTransition  the job's state does not allow the requested move
@@ -14,6 +16,7 @@ LedgerqError
 ├── InvalidLock            a bad lock name or TTL
 ├── TaskNotRegistered      no task of that name in the application's registry
 ├── AppNotFound            ``--app module:attribute`` does not name a LedgerQ application
+├── JobSpooled           a spooled enqueue has no job id until its replay
 ├── JobFailed              a waited-for job ended dead or cancelled (carries its error)
 ├── WaitTimeout            a wait for a job or workflow outlasted its timeout (a TimeoutError)
 └── InvalidJob             a job request was rejected before anything was stored
@@ -39,6 +42,15 @@ class StoreError(LedgerqError):
 
 class StoreUnavailable(StoreError):
     """The database could not be reached or answered with an operational error."""
+
+
+class SpoolUnavailable(StoreUnavailable):
+    """The database could not be reached and the enqueue spool could not keep the jobs:
+    nothing was stored."""
+
+
+class SpoolCorrupt(StoreError):
+    """A spool entry cannot be read; it stays in the spool for an operator to look at."""
 
 
 class JobNotFound(StoreError):
@@ -105,6 +117,11 @@ class JobFailed(LedgerqError):
         self.state = state
         self.error_type = error_type
         self.error_message = error_message
+
+
+class JobSpooled(LedgerqError):
+    """The job was spooled (the database was unreachable): it has no id until the spool
+    drainer replays it, so there is nothing to look up or wait on yet."""
 
 
 class WaitTimeout(LedgerqError, TimeoutError):

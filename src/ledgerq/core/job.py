@@ -133,6 +133,12 @@ class NewJob:
     """Deadline to start by: a job still waiting then is deleted by the reconciler."""
     dedupe_for_seconds: float | None = None
     """Keep ``dedupe_key`` taken this long after the enqueue, even once the job finished."""
+    idempotency_key: str | None = None
+    """A key under which the job is created at most once within ``idempotency_for_seconds``
+    of its creation (the enqueue spool's; see ``store/idempotent.py``). Not for a job with a
+    ``dedupe_key``, whose own rule applies."""
+    idempotency_for_seconds: float | None = None
+    """How long ``idempotency_key`` keeps pointing at the job."""
 
     @property
     def initial_state(self) -> JobState:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -24,7 +24,8 @@ from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.validation import check_job_id, check_seconds, check_text
-from ledgerq.producer.job_handle import JobHandle, wait_for_job
+from ledgerq.producer.job_handle import JobHandle, SpooledHandle, wait_for_job
+from ledgerq.producer.spooler import Spooler
 
 MAX_PRIORITY = 32767
 #: Job ids looked up per hint query after a bulk retry.
@@ -42,11 +43,14 @@ class Client:
         codec: PayloadCodec,
         events: EventSink | None = None,
         finished: FinishSignal | None = None,
+        spooler: Spooler | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit;
-        ``finished`` (optional) wakes ``wait`` when a job finishes."""
+        ``finished`` (optional) wakes ``wait`` when a job finishes; with ``spooler`` an
+        enqueue the database cannot take goes to the spool."""
         self._finished = finished
         self.store = store
+        self.spooler = spooler
         self._events = events
         self._transport = transport
         self._registry = registry
@@ -114,7 +118,10 @@ class Client:
         """Insert ``jobs`` in one bulk write and return a handle per job (``wait`` on it for
         the result). With ``tx`` (a connection inside the caller's transaction) the jobs exist
         only if that transaction commits. Their ids go to the transport once the rows
-        committed; a transport failure never fails the enqueue."""
+        committed; a transport failure never fails the enqueue. With a spool
+        (``LEDGERQ_SPOOL``) and no ``tx``, jobs the database cannot take are spooled and
+        answered with ``SpooledHandle``s (``status == "spooled"``); a ``tx`` enqueue is
+        never spooled (the caller's transaction failed too)."""
 
         def committed(results: list[EnqueueResult]) -> None:
             accepted = [
@@ -134,7 +141,23 @@ class Client:
                 for queue, count in Counter(job.queue for job, _ in accepted).items():
                     self._events.emit(JobsEnqueued(queue, count))
 
+        if self.spooler is not None and tx is None:
+            return self._enqueue_spooling(self.spooler, jobs, committed)
         results = self.store.insert_jobs(jobs, connection=tx, on_commit=committed)
+        return [JobHandle(result, self) for result in results]
+
+    def _enqueue_spooling(
+        self,
+        spooler: Spooler,
+        jobs: Sequence[NewJob],
+        committed: Callable[[list[EnqueueResult]], None],
+    ) -> list[JobHandle]:
+        keyed = spooler.key(jobs)
+        results = spooler.enqueue(
+            keyed, lambda js: self.store.insert_jobs(js, on_commit=committed), self.announce
+        )
+        if results is None:
+            return [SpooledHandle(job.idempotency_key or job.dedupe_key or "") for job in keyed]
         return [JobHandle(result, self) for result in results]
 
     def wait(self, job_id: int, timeout: float | None = None) -> object:

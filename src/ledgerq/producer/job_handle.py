@@ -69,6 +69,61 @@ class JobHandle(EnqueueResult):
     def __hash__(self) -> int:
         return hash((self.job_id, self.duplicate))
 
+    @property
+    def status(self) -> str:
+        """``created`` (a new job), ``duplicate`` (a job already held the dedupe key) or
+        ``spooled`` (the database was down; see ``SpooledHandle``)."""
+        return "duplicate" if self.duplicate else "created"
+
+
+class SpooledHandle(JobHandle):
+    """The answer to an enqueue that went to the spool (``LEDGERQ_SPOOL``) because the
+    database was unreachable: the job is durable in the spool and will be created exactly
+    once, by its ``key``, when a drainer replays it. It has no id until then: ``job_id``
+    and ``wait`` raise ``JobSpooled``, and the handle never learns it. ``key`` is the
+    caller's ``dedupe_key``, or the spool's idempotency key ``spool:<producer>:<n>``, which
+    ``job_dedupe_windows`` maps to the job once it exists (docs/operations.md, "Enqueue
+    spool")."""
+
+    __slots__ = ("key",)
+    key: str
+
+    def __init__(self, key: str) -> None:
+        _JOB_ID_SLOT.__set__(self, 0)
+        object.__setattr__(self, "duplicate", False)
+        object.__setattr__(self, "key", key)
+
+    @property
+    def job_id(self) -> int:
+        """No id yet: raises ``JobSpooled``."""
+        raise errors.JobSpooled(
+            f"the job was spooled (key {self.key!r}); it has no id until it is replayed"
+        )
+
+    def wait(self, timeout: float | None = None) -> object:
+        """A spooled job cannot be waited on: raises ``JobSpooled``."""
+        return self.job_id
+
+    @property
+    def status(self) -> str:
+        """Always ``spooled``."""
+        return "spooled"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SpooledHandle):
+            return self.key == other.key
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("spooled", self.key))
+
+    def __repr__(self) -> str:
+        return f"SpooledHandle(key={self.key!r})"
+
+
+#: The slot behind ``EnqueueResult.job_id``, which ``SpooledHandle`` hides behind a property.
+_JOB_ID_SLOT = EnqueueResult.__dict__["job_id"]
+
 
 def wait_for_job(
     store: JobStore,

@@ -28,6 +28,7 @@ from ledgerq.runtime.membership import Membership
 from ledgerq.runtime.pacer import Pacer
 from ledgerq.runtime.reconciler import Reconciler
 from ledgerq.runtime.service import Service, ServiceGroup, Steps
+from ledgerq.runtime.spool_drainer import SpoolDrainer
 from ledgerq.runtime.stager import Stager
 from ledgerq.runtime.starts import StartMarks
 from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
@@ -141,6 +142,9 @@ class Worker:
                 events=events,
                 workflows=deps.workflows,
             )
+        self._drainer = (
+            SpoolDrainer(deps.spool, store, transport) if deps.spool is not None else None
+        )
         self._heartbeater = Heartbeater(
             store,
             self.running_jobs,
@@ -163,6 +167,8 @@ class Worker:
         feeders: list[Service] = [self._stager]
         if self._reconciler is not None:
             feeders.append(self._reconciler)
+        if self._drainer is not None:
+            feeders.append(self._drainer)
         ledger = ServiceGroup(writers)
         return ServiceGroup(
             [

@@ -16,6 +16,7 @@ from ledgerq.core.ports import (
     WorkerStore,
     WorkflowStore,
 )
+from ledgerq.core.spool import Spool
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.middleware import JobMiddleware
@@ -73,3 +74,5 @@ class WorkerDeps:
     workflows: WorkflowStore | None = None
     job_hooks: Sequence[JobHooks] = ()
     """The application's lifecycle hooks (``app.add_hooks``), called around each job."""
+    spool: Spool | None = None
+    """The enqueue spool (``LEDGERQ_SPOOL``) whose entries the worker's drainer replays."""

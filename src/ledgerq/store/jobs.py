@@ -7,6 +7,7 @@ overwriting a new owner.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,7 +18,7 @@ from ledgerq.core import errors
 from ledgerq.core.job import Claim, EnqueueResult, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.store import batch_hook, moves, workflow_advance
+from ledgerq.store import batch_hook, idempotent, moves, workflow_advance
 from ledgerq.store.claims import SqlJobClaims
 from ledgerq.store.completion_hooks import Announce, CompletionHook, run_hooks
 from ledgerq.store.dedupe import DedupeWindows
@@ -100,6 +101,9 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
         return results
 
     def _insert(self, new_jobs: Sequence[NewJob], connection: object | None) -> list[EnqueueResult]:
+        if any(j.idempotency_key is not None and j.dedupe_key is None for j in new_jobs):
+            with self._in(connection) as conn:
+                return self._insert_in_runs(conn, new_jobs)
         results: dict[int, EnqueueResult] = {}
         plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
         one_statement = (
@@ -127,6 +131,25 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
             if ready:
                 self.dialect.notify(conn, ready)
         return [results[i] for i in range(len(new_jobs))]
+
+    def _insert_in_runs(self, conn: Connection, new_jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Jobs with idempotency keys among others (the spool's replay): each run of one kind
+        is inserted in turn, so the ids follow the input order (a producer's order)."""
+        results: list[EnqueueResult] = []
+        for kind, run in itertools.groupby(new_jobs, key=_insert_kind):
+            jobs_of_run = list(run)
+            if kind == "keyed":
+                results += idempotent.insert_keyed(
+                    conn, self.dialect, jobs_of_run, self._insert_bulk
+                )
+            elif kind == "deduplicated":
+                results += [self._insert_deduplicated(conn, job) for job in jobs_of_run]
+            else:
+                results += [EnqueueResult(i) for i in self._insert_bulk(conn, jobs_of_run)]
+        ready = {j.queue for j in new_jobs if j.initial_state is S.QUEUED}
+        if ready:
+            self.dialect.notify(conn, ready)
+        return results
 
     def _insert_bulk(self, conn: Connection, new_jobs: Sequence[NewJob]) -> list[int]:
         d = self.dialect
@@ -285,6 +308,12 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
 
 def _claim_id(claim: Claim) -> int:
     return claim.job_id
+
+
+def _insert_kind(job: NewJob) -> str:
+    if job.dedupe_key is not None:
+        return "deduplicated"
+    return "plain" if job.idempotency_key is None else "keyed"
 
 
 def in_id_order(

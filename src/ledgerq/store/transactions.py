@@ -98,6 +98,11 @@ class SqlTransactions:
             with self._begin() as conn:
                 yield conn
         elif isinstance(connection, Connection):
-            yield connection
+            # The caller's transaction: a driver error still leaves the store translated
+            # (a database gone mid-transaction is ``StoreUnavailable`` to the caller too).
+            try:
+                yield connection
+            except sa.exc.DBAPIError as exc:
+                raise translate_error(exc) from exc
         else:
             raise TypeError("tx must be a SQLAlchemy Connection or a LedgerQ transaction")

@@ -9,6 +9,7 @@ import click
 
 from ledgerq.cli import worker_checks
 from ledgerq.cli.cli_context import CliContext, pass_cli
+from ledgerq.cli.commands import spool_cmd
 from ledgerq.cli.commands.fleet_cmd import admin
 from ledgerq.config.settings import ENV_PREFIX, Settings
 from ledgerq.core import errors
@@ -94,7 +95,8 @@ def config_problems(settings: Settings) -> list[str]:
 @pass_cli
 def validate_config(cli: CliContext, queues: str | None) -> int:
     """Check the settings (each one is validated at start; this checks how they fit
-    together) and that the database is reachable and migrated. Exit 1 on any problem. With an
+    together), that the database is reachable and migrated, and that the enqueue spool (if
+    LEDGERQ_SPOOL is on) can be written. Exit 1 on any problem. With an
     application (--app or LEDGERQ_APP), also warn (exit 0) of each task or schedule whose
     queue neither --queues nor any live worker of the fleet consumes: its jobs would wait."""
     app = cli.app()
@@ -105,6 +107,7 @@ def validate_config(cli: CliContext, queues: str | None) -> int:
             problems.append(f"database at revision {state.current}, newest {state.head}: migrate")
     except errors.StoreError as exc:
         problems.append(str(exc))
+    problems += spool_cmd.spool_problems(cli)
     own = Settings._split_queues(queues) if queues else app.settings.queues
     facts = {
         "failover_within_seconds": app.settings.worker_ttl + app.settings.failover_check_interval,

@@ -15,6 +15,7 @@ from ledgerq.cli.output import job_dict, job_lines, jobs_table
 from ledgerq.core import errors
 from ledgerq.core.job import check_run_at
 from ledgerq.core.states import JobState
+from ledgerq.producer.job_handle import SpooledHandle
 
 
 @click.group("job")
@@ -83,6 +84,12 @@ def enqueue(
     options["expires_at"] = _moment(options["expires_at"], "--expires-at")
     job = app.client.build(task, args, kwargs, dedupe_key=dedupe_key, **options)
     result = app.client.enqueue([job])[0]
+    if isinstance(result, SpooledHandle):  # the database is down and LEDGERQ_SPOOL is on
+        if cli.as_json:
+            cli.emit_json({"id": None, "duplicate": False, "status": "spooled", "key": result.key})
+        else:
+            cli.console.print(f"database unavailable: job spooled (key {result.key!r})")
+        return 0
     if cli.as_json:
         cli.emit_json({"id": result.job_id, "duplicate": result.duplicate})
     elif result.duplicate:
