@@ -13,6 +13,7 @@ from ledgerq.core.job import Job
 from ledgerq.core.locks import LockAdmin
 from ledgerq.core.operations import FleetView, HealthProbe, IdempotencyStore, QueueControl
 from ledgerq.core.ports import LimitStore
+from ledgerq.core.producers import RequestLedger, producer_of
 from ledgerq.core.redaction import mask_value
 from ledgerq.core.schedules import ScheduleAdmin
 from ledgerq.producer.batch_builder import BatchClient
@@ -41,6 +42,8 @@ class AdminDeps:
     """Circuit breakers (``GET /admin/queue/breakers``); None: none are listed."""
     items: JobItemStore | None = None
     """Progress of batch items, shown with a job (optional)."""
+    requests: RequestLedger | None = None
+    """Idempotency-Key records of bulk enqueues (None: bulk refuses Idempotency-Key)."""
 
 
 def mask_secrets(value: Any) -> Any:
@@ -87,6 +90,8 @@ def job_document(job: Job) -> dict[str, Any]:
         "worker_id": job.worker_id,
         "dedupe_key": job.dedupe_key,
         "timeout_seconds": job.timeout_seconds,
+        "expires_at": job.expires_at,
+        "producer": producer_of(job.args_json),
         "result": mask_secrets(_loads(job.result_json)),
         "error": mask_secrets(error) if isinstance(error, dict) else None,
     }
