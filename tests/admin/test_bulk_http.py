@@ -47,7 +47,8 @@ def test_bulk_stores_every_job_with_a_result_per_item(served: Served) -> None:
     assert items[51] == {"index": 51, "id": items[50]["id"], "duplicate": True}
     for i in (0, 49):
         job = served.app.client.get(items[i]["id"])
-        assert (job.task, job.args_json) == ("admin.add", f'{{"producer":"billing","args":[{i},{i}],"kwargs":{{}}}}')
+        envelope = f'{{"producer":"billing","args":[{i},{i}],"kwargs":{{}}}}'
+        assert (job.task, job.args_json) == ("admin.add", envelope)
     assert stored(served) == 51
     served.app.worker(queues=("default",), burst=True, poll_interval_seconds=0.05).run()
     assert served.app.client.wait(items[49]["id"], timeout=5) == 98
@@ -119,7 +120,7 @@ def test_held_and_expiring_jobs_over_http(served: Served) -> None:
     assert datetime.fromisoformat(expiring["expires_at"]) == deadline
     single = served.client.post(
         "/api/v1/jobs",
-        json={"task": "admin.add", "args": [5, 6], "held": True, "expires_at": deadline.isoformat()},
+        json={"task": "admin.add", "args": [5, 6], "held": True, "expires_at": str(deadline)},
         headers=BILLING,
     )
     assert single.status_code == 201, single.text

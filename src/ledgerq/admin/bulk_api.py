@@ -69,10 +69,11 @@ class ItemProblem(BaseModel):
 
 
 class BulkProblem(BaseModel):
-    """A refused bulk request: every bad item; nothing was stored."""
+    """A refused request: every bad item (empty when the request as a whole was refused,
+    e.g. a batch callback that takes other arguments); nothing was stored."""
 
     detail: str
-    errors: list[ItemProblem]
+    errors: list[ItemProblem] = Field(default_factory=list)
 
 
 @router.post(

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from datetime import datetime
 
 from ledgerq.admin.auth import Caller, Role
 from ledgerq.admin.schemas import EnqueueRequest
 from ledgerq.core import errors
-from ledgerq.core.job import Job, NewJob, check_run_at
+from ledgerq.core.job import Job, NewJob, as_utc, check_run_at
 from ledgerq.core.producers import producer_of, with_producer
 from ledgerq.producer.client import Client
 
@@ -32,9 +33,17 @@ def build_job(client: Client, body: EnqueueRequest, caller: Caller, *, key: str 
         max_attempts=body.max_attempts,
         timeout=body.timeout,
         held=body.held,
-        expires_at=check_run_at(body.expires_at, what="expires_at"),
+        expires_at=check_expiry(body.expires_at),
     )
     return stamp(job, caller)
+
+
+def check_expiry(expires_at: datetime | None) -> datetime | None:
+    """``expires_at`` in UTC; ``InvalidSchedule`` for a time without a zone. Any moment is
+    taken: one past already only means the job is deleted unstarted at the next sweep."""
+    if expires_at is not None and expires_at.tzinfo is None:
+        raise errors.InvalidSchedule("expires_at needs a time zone (e.g. 2030-01-01T00:00:00Z)")
+    return None if expires_at is None else as_utc(expires_at)
 
 
 def stamp(job: NewJob, caller: Caller) -> NewJob:
