@@ -4,7 +4,10 @@ it enqueued; every other endpoint answers it 403, and another producer's or the 
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -127,3 +130,19 @@ def test_producer_token_entries_name_their_producer() -> None:
         with pytest.raises(ValueError) as caught:
             producer_tokens([bad])
         assert "tok" not in str(caught.value).replace("token", "")
+
+
+def test_serve_refuses_a_bad_producer_entry_without_showing_the_token(
+    make_database_url: Callable[[str], str],
+) -> None:
+    env = {
+        **os.environ,
+        "LEDGERQ_DATABASE_URL": make_database_url("sqlite"),
+        "LEDGERQ_API_PRODUCER_TOKEN": "good:a-long-producer-token-1234,bad name:secret-tok-5678",
+    }
+    command = [sys.executable, "-m", "ledgerq.cli.main", "serve", "--port", "0"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "LEDGERQ_API_PRODUCER_TOKEN" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert "secret-tok" not in done.stderr + done.stdout
