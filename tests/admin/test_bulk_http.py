@@ -60,14 +60,16 @@ def test_one_bad_item_refuses_the_whole_request(served: Served) -> None:
         {"task": "no.such.task"},
         {"task": "admin.add", "args": [1]},  # b is missing
         {"task": "admin.add", "args": [1, 2], "expires_at": "2030-01-01T00:00:00"},  # no zone
+        {"task": "admin.add", "args": [1, 2], "expires_at": "0001-01-01T00:00:00+05:00"},
     ]
     response = bulk(served, jobs)
     assert response.status_code == 400, response.text
     body = response.json()
-    assert body["detail"] == "3 of 4 jobs refused; nothing was stored"
-    assert [e["index"] for e in body["errors"]] == [1, 2, 3]
+    assert body["detail"] == "4 of 5 jobs refused; nothing was stored"
+    assert [e["index"] for e in body["errors"]] == [1, 2, 3, 4]
     assert "no.such.task" in body["errors"][0]["detail"]
     assert "time zone" in body["errors"][2]["detail"]
+    assert "between the years 1970 and 9000" in body["errors"][3]["detail"]
     assert stored(served) == 0
     # Shape errors are FastAPI's 422, one entry per bad field with the item's index.
     shape = bulk(served, [{"task": "admin.add", "priority": "high"}, {"args": []}])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ledgerq.admin.auth import Caller, Role
 from ledgerq.admin.schemas import EnqueueRequest
@@ -38,12 +38,26 @@ def build_job(client: Client, body: EnqueueRequest, caller: Caller, *, key: str 
     return stamp(job, caller)
 
 
+#: The moments ``expires_at`` may name: every database stores them (MariaDB's DATETIME ends
+#: with year 9999, and a year-1 time in a zone east of UTC has no UTC form at all).
+EXPIRY_RANGE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
+
+
 def check_expiry(expires_at: datetime | None) -> datetime | None:
-    """``expires_at`` in UTC; ``InvalidSchedule`` for a time without a zone. Any moment is
-    taken: one past already only means the job is deleted unstarted at the next sweep."""
-    if expires_at is not None and expires_at.tzinfo is None:
+    """``expires_at`` in UTC; ``InvalidSchedule`` for a time without a zone or outside
+    ``EXPIRY_RANGE``. A time already past is taken: the job is deleted unstarted at the
+    reconciler's next sweep."""
+    if expires_at is None:
+        return None
+    if expires_at.tzinfo is None:
         raise errors.InvalidSchedule("expires_at needs a time zone (e.g. 2030-01-01T00:00:00Z)")
-    return None if expires_at is None else as_utc(expires_at)
+    try:
+        moment = as_utc(expires_at)
+    except OverflowError:
+        moment = None
+    if moment is None or not EXPIRY_RANGE[0] <= moment < EXPIRY_RANGE[1]:
+        raise errors.InvalidSchedule("expires_at must lie between the years 1970 and 9000")
+    return moment
 
 
 def stamp(job: NewJob, caller: Caller) -> NewJob:
