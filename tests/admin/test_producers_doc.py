@@ -216,3 +216,24 @@ def test_every_curl_example_gets_its_status_from_ledgerq_serve(
             assert not errors, (block.line, errors)
         ran += 1
     assert ran >= 10
+
+
+def test_every_operation_declares_its_bodies(served_sqlite: Any) -> None:
+    # What a generated client needs: each answer's schema, and each body's (the actions
+    # without a body, /metrics' text and a 204 aside).
+    from tests.admin.conftest import ADMIN
+
+    document = served_sqlite.client.get("/openapi.json", headers=ADMIN).json()
+    operations = 0
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            operations += 1
+            for code, answer in operation["responses"].items():
+                if code == "204" or path == "/metrics":
+                    continue
+                schema = answer["content"]["application/json"]["schema"]
+                assert schema, (method, path, code)
+            if method == "post" and path in ("/api/v1/jobs", "/api/v1/jobs/bulk"):
+                assert operation["requestBody"]["required"], path
+                assert "413" in operation["responses"] or path == "/api/v1/jobs"
+    assert operations > 30
