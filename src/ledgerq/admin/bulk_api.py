@@ -164,7 +164,7 @@ def _store(
 def _replay(deps: AdminDeps, keys: list[str], digest: str, response: Response) -> Any:
     found = _requests(deps).find_requests(keys)
     first = found[0]
-    if first is None or first.request_hash != digest:
+    if first is not None and first.request_hash != digest:
         raise HTTPException(409, "Idempotency-Key was used with a different request")
     if any(record is None for record in found):
         raise HTTPException(
