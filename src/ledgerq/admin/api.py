@@ -3,7 +3,6 @@ written to the audit log with the caller's role, never its token."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -13,11 +12,10 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
 
-from ledgerq.admin import schemas
-from ledgerq.admin.auth import Caller, admin_access, read_access
+from ledgerq.admin import producing, schemas
+from ledgerq.admin.auth import Caller, admin_access, enqueue_access, job_access, read_access
 from ledgerq.admin.deps import AdminDeps, job_document
 from ledgerq.core import errors, lifetime
-from ledgerq.core.job import check_run_at
 from ledgerq.core.operations import MAX_HISTORY_MINUTES, IdempotentRequest, WorkerView
 from ledgerq.core.states import FINISHED, JobState
 
@@ -30,6 +28,12 @@ JobId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The job's id.")]
 QueueName = Annotated[str, Path(pattern=schemas.QUEUE_PATTERN)]
 Reader = Annotated[Caller, Depends(read_access)]
 Admin = Annotated[Caller, Depends(admin_access)]
+Producer = Annotated[Caller, Depends(enqueue_access)]
+JobReader = Annotated[Caller, Depends(job_access)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", min_length=1, max_length=200, pattern=schemas.KEY_PATTERN),
+]
 
 router = APIRouter(responses=ERRORS)
 
@@ -49,16 +53,6 @@ def record_audit(request: Request, caller: Caller, action: str, **fields: Any) -
     audit.info("audit", action=action, caller=caller.label, client=client, **fields)
 
 
-def _request_hash(body: schemas.EnqueueRequest) -> str:
-    try:
-        text = body.model_dump_json()
-    except ValueError:  # a lone surrogate in the arguments: no JSON text can hold it
-        raise errors.PayloadError(
-            "job arguments must be valid Unicode text (they hold a lone surrogate)"
-        ) from None
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 @router.post(
     "/api/v1/jobs",
     status_code=201,
@@ -70,42 +64,32 @@ def enqueue_job(
     body: schemas.EnqueueRequest,
     request: Request,
     response: Response,
-    caller: Admin,
+    caller: Producer,
     deps: Deps,
-    idempotency_key: Annotated[
-        str | None,
-        Header(alias="Idempotency-Key", min_length=1, max_length=200, pattern=schemas.KEY_PATTERN),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    """Create a job. With ``Idempotency-Key`` a repeated request returns the first job
-    (200); the same key with a different body is refused (409)."""
-    digest = _request_hash(body)
+    """Create a job (admin or producer token). With ``Idempotency-Key`` a repeated request
+    returns the first job (200); the same key with a different body, or from another caller,
+    is refused (409)."""
+    try:
+        text = body.model_dump_json()
+    except ValueError:  # a lone surrogate in the arguments: no JSON text can hold it
+        raise errors.PayloadError(
+            "job arguments must be valid Unicode text (they hold a lone surrogate)"
+        ) from None
+    digest = producing.request_hash(caller, text)
     if idempotency_key is not None:
         seen = deps.idempotency.find_request(idempotency_key)
         if seen is not None:
-            return _replay(deps, seen, digest, response)
-    job = deps.client.build(
-        body.task,
-        body.args,
-        body.kwargs,
-        queue=body.queue,
-        priority=body.priority,
-        delay=body.delay,
-        run_at=check_run_at(body.run_at),
-        # The key also dedupes concurrent first requests while the job is unfinished.
-        dedupe_key=body.dedupe_key or (f"idem:{idempotency_key}" if idempotency_key else None),
-        dedupe_for=body.dedupe_for,
-        max_attempts=body.max_attempts,
-        timeout=body.timeout,
-        held=body.held,
-    )
+            return _replay(deps, caller, seen, digest, response)
+    job = producing.build_job(deps.client, body, caller, key=idempotency_key)
     result = deps.client.enqueue([job])[0]
     if idempotency_key is not None:
         held = deps.idempotency.remember_request(
             IdempotentRequest(idempotency_key, result.job_id, digest)
         )
         if held.job_id != result.job_id:
-            return _replay(deps, held, digest, response)
+            return _replay(deps, caller, held, digest, response)
     if result.duplicate:
         response.status_code = 200
     record_audit(request, caller, "enqueue", job_id=result.job_id, task=body.task, queue=job.queue)
@@ -113,17 +97,23 @@ def enqueue_job(
         "id": result.job_id,
         "duplicate": result.duplicate,
         "replayed": False,
-        "job": job_document(deps.client.get(result.job_id)),
+        "job": _document_for(deps, caller, result.job_id),
     }
 
 
+def _document_for(deps: AdminDeps, caller: Caller, job_id: int) -> dict[str, Any] | None:
+    """The job's document if ``caller`` may read it, else None."""
+    job = deps.client.get(job_id)
+    return job_document(job) if producing.may_read(caller, job) else None
+
+
 def _replay(
-    deps: AdminDeps, seen: IdempotentRequest, digest: str, response: Response
+    deps: AdminDeps, caller: Caller, seen: IdempotentRequest, digest: str, response: Response
 ) -> dict[str, Any]:
     if seen.request_hash != digest:
         raise HTTPException(409, "Idempotency-Key was used with a different request")
     response.status_code = 200
-    doc = job_document(deps.client.get(seen.job_id))
+    doc = _document_for(deps, caller, seen.job_id)
     return {"id": seen.job_id, "duplicate": False, "replayed": True, "job": doc}
 
 
@@ -144,10 +134,11 @@ def list_jobs(
 
 
 @router.get("/api/v1/jobs/{job_id}", response_model=schemas.JobOut, tags=["jobs"])
-def get_job(job_id: JobId, _caller: Reader, deps: Deps) -> dict[str, Any]:
+def get_job(job_id: JobId, caller: JobReader, deps: Deps) -> dict[str, Any]:
     """One job with its arguments (secrets masked), error and traceback, and the progress of
-    its batch items (``items``, null for a job without items)."""
-    document = job_document(deps.client.get(job_id))
+    its batch items (``items``, null for a job without items). A producer token reads only
+    the jobs it enqueued (404 for any other)."""
+    document = job_document(producing.readable(deps.client, caller, job_id))
     if deps.items is not None:
         progress = deps.items.item_progress(job_id)
         if progress.total is not None or progress.done > 0:

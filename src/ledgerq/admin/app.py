@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from ledgerq.admin import (
     api,
     batches_api,
+    bulk_api,
     dashboard,
     flow_pages,
     health,
@@ -58,10 +59,13 @@ def _json_safe(value: object) -> object:
     return value
 
 
-def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> FastAPI:
+def create_app(
+    deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int, max_bulk_bytes: int | None = None
+) -> FastAPI:
     """The HTTP application over ``deps``; ``auth`` holds the hashed tokens. Requests without
     valid credentials are refused before their body is read (``guard.Gatekeeper``); bodies
-    above ``max_body_bytes`` received are refused with 413."""
+    above ``max_body_bytes`` received are refused with 413, ``max_bulk_bytes`` for the
+    requests that carry many jobs (bulk, batches, workflows; default: ``max_body_bytes``)."""
     app = FastAPI(
         title="ledgerq admin API",
         version="1",
@@ -87,12 +91,13 @@ def create_app(deps: AdminDeps, auth: TokenAuth, *, max_body_bytes: int) -> Fast
     app.state.readiness = health.ReadinessCache(lambda: health.check_probes(deps.probes))
     app.include_router(health.router)
     app.include_router(api.router)
+    app.include_router(bulk_api.router, max_body_size=max_bulk_bytes or max_body_bytes)
     app.include_router(locks_api.router)
     app.include_router(operations_api.router)
     app.include_router(limits_api.router)
     app.include_router(schedules_api.router)
-    app.include_router(batches_api.router)
-    app.include_router(workflows_api.router)
+    app.include_router(batches_api.router, max_body_size=max_bulk_bytes or max_body_bytes)
+    app.include_router(workflows_api.router, max_body_size=max_bulk_bytes or max_body_bytes)
     app.include_router(dashboard.router)
     app.include_router(flow_pages.router)
     app.include_router(operations_pages.router)

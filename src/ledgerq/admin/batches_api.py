@@ -1,5 +1,6 @@
-"""``/api/v1/batches/{id}``: a batch's progress and callbacks, and retrying its failed members,
-through the same ``BatchClient`` as ``ledgerq batch`` (read token to look, admin to retry)."""
+"""``/api/v1/batches``: create a batch (admin or producer token), see its progress and callbacks
+and retry its failed members, through the same ``BatchClient`` as ``app.batch`` and ``ledgerq
+batch`` (read token to look, admin to retry)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from pydantic import BaseModel, Field
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
-from ledgerq.admin.api import ERRORS, Admin, Deps, Reader, record_audit
+from ledgerq.admin import producing, schemas
+from ledgerq.admin.api import ERRORS, Admin, Deps, Producer, Reader, record_audit
+from ledgerq.admin.bulk_api import MAX_BULK_JOBS, BulkProblem
+from ledgerq.core import errors
 from ledgerq.core.batches import BatchStatus
+from ledgerq.core.job import MAX_DELAY_SECONDS
 
 router = APIRouter(responses=ERRORS, tags=["batches"])
 
@@ -32,6 +38,44 @@ class BatchOut(BaseModel):
     )
 
 
+class BatchMember(BaseModel):
+    """One job of a new batch (a batch member takes no dedupe key, hold or expiry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=200, description="Registered task name.")
+    args: list[Any] = Field(default_factory=list, description="Positional arguments.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments.")
+    queue: str | None = Field(default=None, pattern=schemas.QUEUE_PATTERN)
+    priority: int | None = Field(default=None, ge=-32767, le=32767, description="Lower first.")
+    delay: float = Field(default=0.0, ge=0, le=MAX_DELAY_SECONDS, description="Seconds.")
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    timeout: float | None = Field(default=None, gt=0, le=7 * 86400, description="Seconds.")
+
+
+class BatchIn(BaseModel):
+    """A batch to create: its jobs and the callbacks (task names, each called with
+    ``batch_id`` only) to run once every member finished."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[BatchMember] = Field(
+        min_length=1,
+        max_length=MAX_BULK_JOBS,
+        description=f"1 to {MAX_BULK_JOBS} member jobs.",
+    )
+    on_success: str | None = Field(default=None, min_length=1, max_length=200)
+    on_failure: str | None = Field(default=None, min_length=1, max_length=200)
+    on_complete: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class BatchCreated(BaseModel):
+    """The stored batch and its members' job ids, in the request's order."""
+
+    id: int
+    job_ids: list[int]
+
+
 class BatchRetryOut(BaseModel):
     """The members queued again."""
 
@@ -49,6 +93,43 @@ def _document(status: BatchStatus) -> dict[str, Any]:
     document = status.as_dict()
     document["progress"] = round(status.finished / status.size, 4) if status.size else 1.0
     return document
+
+
+@router.post(
+    "/api/v1/batches",
+    status_code=201,
+    response_model=BatchCreated,
+    responses={400: {"model": BulkProblem, "description": "Bad members; nothing was stored"}},
+)
+def create_batch(body: BatchIn, request: Request, caller: Producer, deps: Deps) -> Any:
+    """Store a batch and its jobs in one transaction (admin or producer token); 400 naming
+    every bad member, and nothing stored, if any is bad."""
+    batch = deps.batches.new(
+        on_success=body.on_success, on_failure=body.on_failure, on_complete=body.on_complete
+    )
+    problems: list[dict[str, Any]] = []
+    for index, member in enumerate(body.jobs):
+        try:
+            job = deps.client.build(
+                member.task,
+                member.args,
+                member.kwargs,
+                queue=member.queue,
+                priority=member.priority,
+                delay=member.delay,
+                max_attempts=member.max_attempts,
+                timeout=member.timeout,
+            )
+        except (errors.InvalidJob, errors.TaskNotRegistered) as exc:
+            problems.append({"index": index, "detail": str(exc)})
+            continue
+        batch.add_job(producing.stamp(job, caller))
+    if problems:
+        detail = f"{len(problems)} of {len(body.jobs)} jobs refused; nothing was stored"
+        return JSONResponse({"detail": detail, "errors": problems}, status_code=400)
+    batch_id = batch.enqueue()
+    record_audit(request, caller, "batch-create", batch_id=batch_id, jobs=len(batch.job_ids))
+    return {"id": batch_id, "job_ids": batch.job_ids}
 
 
 @router.get("/api/v1/batches", response_model=BatchList)

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ledgerq.admin import coordination_page, pages, schemas
 from ledgerq.admin.api import audit, queue_stats, worker_documents
-from ledgerq.admin.auth import SESSION_COOKIE, SESSION_SECONDS, Caller, TokenAuth
+from ledgerq.admin.auth import SESSION_COOKIE, SESSION_SECONDS, Caller, Role, TokenAuth
 from ledgerq.admin.deps import AdminDeps, job_document
 from ledgerq.admin.throttle import LoginThrottle
 from ledgerq.core.states import JobState
@@ -72,6 +72,9 @@ async def login(request: Request) -> Response:
         return HTMLResponse(page, status_code=429, headers={"Retry-After": str(wait)})
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     role = auth.role_of(form.get("token", [""])[0])
+    if role is Role.PRODUCER:  # it may enqueue and read its own jobs: no dashboard
+        audit.warning("audit", action="login", outcome="producer-refused", client=client)
+        return HTMLResponse(pages.login_page("A producer token cannot sign in."), status_code=403)
     if role is None:
         outcome = "throttled" if throttle.record_failure(client) else "refused"
         audit.warning("audit", action="login", outcome=outcome, client=client)

@@ -21,6 +21,7 @@ from ledgerq.core.operations import (
     QueueControl,
 )
 from ledgerq.core.ports import LimitStore
+from ledgerq.core.producers import RequestLedger, producer_of
 from ledgerq.core.redaction import mask_value
 from ledgerq.core.schedules import ScheduleAdmin
 from ledgerq.producer.batch_builder import BatchClient
@@ -53,6 +54,8 @@ class AdminDeps:
     """Circuit breakers (``GET /admin/queue/breakers``); None: none are listed."""
     items: JobItemStore | None = None
     """Progress of batch items, shown with a job (optional)."""
+    requests: RequestLedger | None = None
+    """Idempotency-Key records of bulk enqueues (None: bulk refuses Idempotency-Key)."""
     failovers: FailoverLog | None = None
     """The failover record (``GET /admin/failover-events``); None: not listed."""
     lifetime_ttl_seconds: float = LIFETIME_TTL_SECONDS
@@ -109,6 +112,8 @@ def job_document(job: Job) -> dict[str, Any]:
         "worker_id": job.worker_id,
         "dedupe_key": job.dedupe_key,
         "timeout_seconds": job.timeout_seconds,
+        "expires_at": job.expires_at,
+        "producer": producer_of(job.args_json),
         "result": mask_secrets(_loads(job.result_json)),
         "error": mask_secrets(error) if isinstance(error, dict) else None,
         "batch_id": job.batch_id,

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from ledgerq.admin import schemas
 from ledgerq.admin.api import Deps, Reader
-from ledgerq.admin.auth import TokenAuth
+from ledgerq.admin.auth import Role, TokenAuth
 from ledgerq.core.operations import HealthProbe
 
 router = APIRouter(tags=["health"])
@@ -72,10 +72,10 @@ def check_probes(probes: Sequence[HealthProbe]) -> Readiness:
 def _may_see_details(request: Request) -> bool:
     auth: TokenAuth = request.app.state.auth
     try:
-        auth.authenticate(request)
+        caller = auth.authenticate(request)
     except HTTPException:
         return False  # a probe without (or with a wrong) token still gets its ok or not
-    return True
+    return caller.role is not Role.PRODUCER  # details are for operators
 
 
 def _answer(request: Request) -> JSONResponse:

@@ -36,7 +36,13 @@ class EnqueueRequest(BaseModel):
     )
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: float | None = Field(default=None, gt=0, le=7 * 86400, description="Seconds.")
-    held: bool = Field(default=False, description="Wait for an explicit start.")
+    held: bool = Field(
+        default=False, description="Stored as held: it waits for POST /api/v1/jobs/{id}/start."
+    )
+    expires_at: datetime | None = Field(
+        default=None,
+        description="Aware time to start by: a job still waiting then is deleted, never run.",
+    )
 
 
 class JobError(BaseModel):
@@ -89,6 +95,10 @@ class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field n
     worker_id: str | None
     dedupe_key: str | None
     timeout_seconds: float | None
+    expires_at: datetime | None = Field(None, description="Deleted unstarted after this time.")
+    producer: str | None = Field(
+        None, description="The producer token's name that enqueued it (null: not a producer)."
+    )
     result: Any = None
     error: JobError | None = None
     items: ItemsOut | None = Field(default=None, description="Progress of the batch items.")
@@ -105,7 +115,9 @@ class EnqueueResponse(BaseModel):
         " window); id is that job's."
     )
     replayed: bool = Field(description="The Idempotency-Key was seen before.")
-    job: JobOut
+    job: JobOut | None = Field(
+        description="The job; null when a producer's dedupe_key found another caller's job."
+    )
 
 
 class JobList(BaseModel):

@@ -30,6 +30,7 @@ from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.lock_admin import SqlLockAdmin
 from ledgerq.store.lock_store import SqlLocks
 from ledgerq.store.queues import SqlQueueControls, pool_use
+from ledgerq.store.request_ledger import SqlRequestLedger
 
 
 class _Probe:
@@ -108,6 +109,11 @@ class Operations:
 def queue_controls(parts: Parts) -> SqlQueueControls:
     """Pause and resume queues on the ledger of ``parts``."""
     return SqlQueueControls(parts.store.engine)
+
+
+def request_ledger(parts: Parts) -> SqlRequestLedger:
+    """Idempotency-Key records written with their jobs (bulk enqueue over HTTP)."""
+    return SqlRequestLedger(parts.store.engine)
 
 
 def lock_admin(parts: Parts) -> SqlLockAdmin:

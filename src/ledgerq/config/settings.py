@@ -121,6 +121,10 @@ class Settings(BaseSettings):
     ``ledgerq serve`` makes a one-off token and binds loopback only. Defaults to unset."""
     api_read_token: SecretStr | None = None
     """Read-only bearer token(s) of the HTTP API, comma-separated. Defaults to unset."""
+    api_producer_token: SecretStr | None = None
+    """Producer bearer token(s) of the HTTP API, comma-separated: each may enqueue (jobs,
+    bulk, batches, workflows) and read the jobs it enqueued, nothing else. ``name:token``
+    names the producer its jobs record (a bare token: ``producer``). Defaults to unset."""
     api_request_timeout: float = Field(default=10.0, gt=0, le=600)
     """Seconds a client of ``ledgerq serve`` may take to send a whole request (head and body)
     after connecting or starting it; slower connections are closed. Defaults to 10."""

@@ -83,6 +83,14 @@ class Batch:
         self._members.append(self._build(spec, args, kwargs, options))
         return self
 
+    def add_job(self, job: NewJob) -> Batch:
+        """Add a job already built by ``Client.build`` (the HTTP API builds its members so,
+        with their options given apart from their arguments)."""
+        if self.id is not None:
+            raise errors.InvalidJob(f"batch {self.id} is already enqueued")
+        self._members.append(job)
+        return self
+
     def enqueue(self, *, tx: object | None = None) -> int:
         """Store the batch and its jobs; return the batch id. ``InvalidJob`` if it is empty."""
         if self.id is not None:

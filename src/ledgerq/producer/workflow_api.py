@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ledgerq.core import errors
 from ledgerq.core import workflow as wf
 from ledgerq.core.ports import WorkflowSignal, WorkflowStore
+from ledgerq.core.producers import with_producer
 from ledgerq.core.validation import check_text
 from ledgerq.producer.client import Client
 from ledgerq.producer.job_handle import wait_until_final
@@ -44,6 +45,9 @@ class Workflow:
     name: str
     on_failure: wf.FailurePolicy
     _steps: list[wf.StepDraft] = field(default_factory=list)
+    producer: str | None = None
+    """The HTTP producer that builds it: every step's job records its name (see
+    ``ledgerq.core.producers``). None for workflows built in Python."""
 
     def step(
         self,
@@ -74,11 +78,14 @@ class Workflow:
             supplied_later=(wf.UPSTREAM_KWARG,) if after else (),
         )
         step_name = name or self._free_name(call.task.rsplit(".", 1)[-1])
+        args_json = job.args_json
+        if self.producer is not None:
+            args_json = with_producer(args_json, self.producer)
         draft = wf.StepDraft(
             name=step_name,
             task=job.task,
             queue=job.queue,
-            args_json=job.args_json,
+            args_json=args_json,
             depends_on=tuple(ref.name for ref in after),
             priority=job.priority,
             max_attempts=job.max_attempts,
