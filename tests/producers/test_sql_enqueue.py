@@ -6,6 +6,7 @@ semantics; PostgreSQL's NOTIFY wakes an idle worker; a Redis-driver worker runs 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -174,3 +175,36 @@ def test_downgrade_drops_the_routines_and_migrate_restores_them(
             assert sql_enqueue(conn, "t", []) > 0
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend_name", SQL_BACKENDS)
+def test_a_concurrent_duplicate_waits_for_the_first_and_gets_its_job(
+    ledger: Make, backend_name: str
+) -> None:
+    db = ledger(backend_name)
+    # The application's own connections, at the server's default isolation (MariaDB:
+    # REPEATABLE READ, where a plain read would keep a snapshot from before the first commit).
+    engine = sa.create_engine(db.engine.url)
+    results: dict[str, int] = {}
+    try:
+        with engine.connect() as first:
+            first.begin()
+            results["first"] = sql_enqueue(first, "t", [1], dedupe_key="race")
+            with engine.connect() as second:
+                second.begin()
+                second.execute(sa.select(sa.func.count()).select_from(jobs)).scalar_one()
+
+                def enqueue_second() -> None:
+                    results["second"] = sql_enqueue(second, "t", [2], dedupe_key="race")
+                    second.commit()
+
+                thread = threading.Thread(target=enqueue_second)
+                thread.start()
+                thread.join(0.5)
+                assert thread.is_alive(), "the duplicate did not wait for the first transaction"
+                first.commit()
+                thread.join(20)
+    finally:
+        engine.dispose()
+    assert results["second"] == results["first"]
+    assert set(db.jobs()) == {results["first"]}

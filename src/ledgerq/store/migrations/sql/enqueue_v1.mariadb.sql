@@ -211,7 +211,9 @@ body: BEGIN
     -- The same dedupe as Python's enqueue (store/jobs.py, store/dedupe.py): a window of
     -- dedupe_for holds the key even once its job finished; without one, the key is taken
     -- while a job holding it is unfinished. A duplicate gets the holder's id. A duplicate-key
-    -- error (1062) undoes only its statement; the handler above notes it.
+    -- error (1062) undoes only its statement; the handler above notes it. The lookups are
+    -- locking reads: under REPEATABLE READ (the server's default) a plain read would keep the
+    -- transaction's first snapshot and miss the holder a concurrent producer just committed.
     SET i = 0;
     WHILE i < 2 DO
         SET i = i + 1, took = TRUE;
@@ -228,7 +230,8 @@ body: BEGIN
             END IF;
         ELSE
             SET holder = (SELECT w.job_id FROM job_dedupe_windows AS w
-                          WHERE w.dedupe_key = p_key AND w.expires_at > UTC_TIMESTAMP(6));
+                          WHERE w.dedupe_key = p_key AND w.expires_at > UTC_TIMESTAMP(6)
+                          LOCK IN SHARE MODE);
             IF holder IS NOT NULL THEN
                 SET job_id = holder;
                 LEAVE body;
@@ -241,7 +244,8 @@ body: BEGIN
             VALUES (queue, task, payload, p_priority, initial, p_attempts, p_timeout, p_key,
                     p_expires, p_run_at, UTC_TIMESTAMP(6));
             IF duplicate THEN
-                SET holder = (SELECT j.id FROM jobs AS j WHERE j.dedupe_active = p_key);
+                SET holder = (SELECT j.id FROM jobs AS j WHERE j.dedupe_active = p_key
+                              LOCK IN SHARE MODE);
                 IF holder IS NULL THEN  -- its holder finished meanwhile: once more
                     SET duplicate = FALSE;
                     INSERT INTO jobs (queue, task, args, priority, state, max_attempts,
@@ -265,7 +269,8 @@ body: BEGIN
             LEAVE body;
         END IF;
         SET holder = (SELECT w.job_id FROM job_dedupe_windows AS w
-                      WHERE w.dedupe_key = p_key AND w.expires_at > UTC_TIMESTAMP(6));
+                      WHERE w.dedupe_key = p_key AND w.expires_at > UTC_TIMESTAMP(6)
+                      LOCK IN SHARE MODE);
         IF holder IS NOT NULL THEN
             SET job_id = holder;
             LEAVE body;
