@@ -48,3 +48,11 @@ def sql_enqueue(
         },
     )
     return int(conn.execute(sa.text("SELECT @ledgerq_job_id")).scalar_one())
+
+
+def contract_version(conn: Connection) -> int:
+    """The contract version the database has installed (``ledgerq_enqueue_version``)."""
+    if conn.dialect.name == "postgresql":
+        return int(conn.execute(sa.text("SELECT ledgerq_enqueue_version()")).scalar_one())
+    conn.execute(sa.text("CALL ledgerq_enqueue_version(@ledgerq_version)"))
+    return int(conn.execute(sa.text("SELECT @ledgerq_version")).scalar_one())

@@ -19,7 +19,7 @@ from ledgerq.store.tables import job_dedupe_windows, jobs
 from tests.acceptance import effects_app
 from tests.acceptance.conftest import Ledger, Procs
 from tests.helpers import wait_until
-from tests.producers.calls import sql_enqueue
+from tests.producers.calls import contract_version, sql_enqueue
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -166,10 +166,13 @@ def test_downgrade_drops_the_routines_and_migrate_restores_them(
     engine = create_engine(make_database_url(backend_name))
     try:
         with engine.connect() as conn:
-            assert conn.execute(sa.text("SELECT ledgerq_enqueue_version()")).scalar_one() == 1
+            assert contract_version(conn) == 1
         downgrade(engine, "0013_postponed")
-        with engine.connect() as conn, pytest.raises(sa.exc.DBAPIError):
-            conn.execute(sa.text("SELECT ledgerq_enqueue_version()"))
+        with engine.connect() as conn:
+            with pytest.raises(sa.exc.DBAPIError):
+                contract_version(conn)
+            with pytest.raises(sa.exc.DBAPIError):
+                sql_enqueue(conn, "t", [])
         migrate(engine)
         with engine.begin() as conn:
             assert sql_enqueue(conn, "t", []) > 0

@@ -1,8 +1,11 @@
 -- ledgerq's SQL enqueue contract, version 1, on MariaDB/MySQL (migration 0016; docs/producers.md).
 -- Statements are separated by lines holding only "-- ;;". No DELIMITER: each is sent whole.
-CREATE FUNCTION ledgerq_enqueue_version() RETURNS INT DETERMINISTIC NO SQL
+-- Procedures, not functions: with binary logging on, creating a function needs SUPER (or
+-- log_bin_trust_function_creators), which the migration role should not have.
+CREATE PROCEDURE ledgerq_enqueue_version(OUT version INT)
+NO SQL SQL SECURITY INVOKER
 COMMENT 'The version of the ledgerq_enqueue contract (docs/producers.md).'
-RETURN 1
+SET version = 1
 -- ;;
 CREATE PROCEDURE ledgerq_enqueue(
     IN task TEXT CHARACTER SET utf8mb4,
@@ -12,6 +15,8 @@ CREATE PROCEDURE ledgerq_enqueue(
     OUT job_id BIGINT
 )
 MODIFIES SQL DATA
+-- The caller's rights: the procedure can do nothing its caller could not (needs EXECUTE).
+SQL SECURITY INVOKER
 COMMENT 'Enqueue a ledgerq job in the caller''s transaction; job_id gets its id (contract version 1).'
 body: BEGIN
     DECLARE max_s DOUBLE DEFAULT 366 * 86400;

@@ -1,7 +1,8 @@
 """The SQL enqueue contract, version 1 (docs/producers.md): on PostgreSQL the function
 ``ledgerq_enqueue(task, args, queue, ...)`` returning the job id, on MariaDB/MySQL the procedure
-``ledgerq_enqueue(task, args, queue, options, OUT job_id)``, and ``ledgerq_enqueue_version()``
-on both. SQLite has no stored routines: producers there use Python. The routines' text lives in
+``ledgerq_enqueue(task, args, queue, options, OUT job_id)``, and the contract's version from
+``ledgerq_enqueue_version()`` (a procedure with an OUT parameter on MariaDB). SQLite has no
+stored routines: producers there use Python. The routines' text lives in
 ``migrations/sql/enqueue_v1.*.sql``; a later version of the contract gets files of its own.
 
 Revision ID: 0016_sql_enqueue
@@ -31,7 +32,7 @@ _DROPS = {
     ),
     "mysql": (
         "DROP PROCEDURE IF EXISTS ledgerq_enqueue",
-        "DROP FUNCTION IF EXISTS ledgerq_enqueue_version",
+        "DROP PROCEDURE IF EXISTS ledgerq_enqueue_version",
     ),
 }
 
