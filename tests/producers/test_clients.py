@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
+from ledgerq.store.tables import jobs
 from tests.acceptance import effects_app
 from tests.acceptance.conftest import REPO_ROOT, Ledger, Procs
 from tests.producers.test_sql_enqueue import assert_ran_once
@@ -21,6 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 
 Make = Callable[[str], Ledger]
 PHP_EXAMPLE = REPO_ROOT / "examples" / "php" / "enqueue.php"
+PRODUCERS_DOC = REPO_ROOT / "docs" / "producers.md"
 
 
 def need(tool: str) -> str:
@@ -98,12 +101,55 @@ def test_the_php_example_enqueues_in_its_own_transaction(
     assert db.job_count() == 1
 
 
+def psql_argv(url: sa.URL) -> list[str]:
+    argv = [need("psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"]
+    argv += ["-h", str(url.host), "-p", str(url.port or 5432)]
+    return [*argv, "-U", str(url.username), str(url.database)]
+
+
+def mariadb_argv(url: sa.URL) -> list[str]:
+    argv = [need("mariadb"), "--batch", "--skip-column-names"]
+    argv += ["-h", str(url.host), "-P", str(url.port or 3306), "-u", str(url.username)]
+    return [*argv, str(url.database)]
+
+
+def doc_example(first_line: str) -> str:
+    """The ```sql block of docs/producers.md that starts with ``first_line``."""
+    blocks = re.findall(r"```sql\n(.*?)```", PRODUCERS_DOC.read_text(), flags=re.DOTALL)
+    (block,) = [b for b in blocks if b.startswith(first_line + "\n")]
+    return str(block)
+
+
+@pytest.mark.parametrize("backend_name", ["postgresql", "mysql"])
+def test_the_documented_client_examples_run_as_written(ledger: Make, backend_name: str) -> None:
+    db = ledger(backend_name)
+    with db.engine.begin() as conn:  # the application's own table the examples write to
+        conn.exec_driver_sql("CREATE TABLE orders (id INTEGER PRIMARY KEY, total NUMERIC(10, 2))")
+    parsed, env = client_env(db.url)
+    if backend_name == "postgresql":
+        result = run(psql_argv(parsed), env, doc_example("BEGIN;"))
+    else:
+        result = run(mariadb_argv(parsed), env, doc_example("START TRANSACTION;"))
+    assert result.returncode == 0, result.stderr
+    (job_id,) = (int(line) for line in result.stdout.split())
+    with db.engine.connect() as conn:
+        job = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()
+        orders = conn.exec_driver_sql("SELECT id FROM orders").scalars().all()
+    assert (job.task, job.queue, job.priority, job.dedupe_key, job.state) == (
+        "send_receipt",
+        "mail",
+        1,
+        "receipt-42",
+        "queued",
+    )
+    assert json.loads(job.args) == {"args": [42], "kwargs": {}}
+    assert orders == [42]
+
+
 def test_psql_enqueues_in_a_transaction(ledger: Make, procs: Procs) -> None:
     db = ledger("postgresql")
     parsed, env = client_env(db.url)
-    psql = [need("psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"]
-    psql += ["-h", str(parsed.host), "-p", str(parsed.port or 5432)]
-    psql += ["-U", str(parsed.username), str(parsed.database)]
+    psql = psql_argv(parsed)
     task = effects_app.RECORD_EFFECT
     script = (
         f"BEGIN; SELECT ledgerq_enqueue('{task}', '[\"psql-rolled-back\"]'); ROLLBACK;\n"
@@ -124,9 +170,7 @@ def test_psql_enqueues_in_a_transaction(ledger: Make, procs: Procs) -> None:
 def test_the_mariadb_client_enqueues_in_a_transaction(ledger: Make, procs: Procs) -> None:
     db = ledger("mysql")
     parsed, env = client_env(db.url)
-    client = [need("mariadb"), "--batch", "--skip-column-names"]
-    client += ["-h", str(parsed.host), "-P", str(parsed.port or 3306), "-u", str(parsed.username)]
-    client += [str(parsed.database)]
+    client = mariadb_argv(parsed)
     task = effects_app.RECORD_EFFECT
     script = (
         f"START TRANSACTION; CALL ledgerq_enqueue('{task}', '[\"mariadb-rolled-back\"]',"

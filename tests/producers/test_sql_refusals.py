@@ -28,6 +28,7 @@ REFUSALS: list[tuple[str, str, Any, str, dict[str, Any], str]] = [
     ("queue space", "t", [], "bad queue", {}, "invalid queue name 'bad queue'"),
     ("queue empty", "t", [], "", {}, "invalid queue name"),
     ("queue long", "t", [], "q" * 65, {}, "invalid queue name"),
+    ("queue newline", "t", [], "q\n", {}, "invalid queue name"),
     ("args object", "t", "{}", "default", {}, "args must be a JSON array"),
     ("args scalar", "t", "42", "default", {}, "args must be a JSON array"),
     ("kwargs list", "t", [], "default", {"kwargs": [1]}, "kwargs must be a JSON object"),

@@ -49,7 +49,7 @@ body: BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
             'ledgerq: task must be 1 to 200 characters without control characters';
     END IF;
-    IF queue IS NULL OR NOT queue REGEXP BINARY '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$' THEN
+    IF queue IS NULL OR NOT queue REGEXP BINARY '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\\z' THEN
         SET msg = LEFT(CONCAT('ledgerq: invalid queue name ', QUOTE(LEFT(IFNULL(queue, 'NULL'), 64)),
             ': use 1-64 letters, digits, _ - . or :'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
