@@ -33,6 +33,7 @@ from tests.deploy.deploy_files import (
     http_status,
 )
 from tests.helpers import wait_until
+from tests.producers.calls import sql_enqueue
 from tests.redis_server import free_port
 
 OPERATIONS = REPO_ROOT / "docs" / "operations.md"
@@ -64,6 +65,16 @@ def run_sql(url: str, block: list[str]) -> None:
             escape = conn.dialect.name in ("mysql", "mariadb")
             for statement in block:
                 conn.exec_driver_sql(statement.replace("%", "%%") if escape else statement)
+    finally:
+        engine.dispose()
+
+
+def sql_producer_job(url: str) -> int:
+    """A job enqueued as the runtime role through the SQL contract (docs/producers.md)."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            return sql_enqueue(conn, "tasks.hello", ["role sql"])
     finally:
         engine.dispose()
 
@@ -222,8 +233,8 @@ def test_runtime_role_works_and_serves_after_migration_role_migrates(
         assert proc.poll() is None, role_services.log(proc)
 
     auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    ids = []
-    for n in range(JOBS):
+    ids = [sql_producer_job(roles.runtime_url)]
+    for n in range(JOBS - 1):
         body = json.dumps({"task": "tasks.hello", "args": [f"role {n}"]}).encode()
         status, _, answer = http_request(
             f"{base}/api/v1/jobs", method="POST", data=body, headers=auth

@@ -4,7 +4,7 @@ finished job would cost every drain). A row lives as long as its wait; rows of w
 died are deleted after a day by the next wait. Other databases keep the table empty.
 
 Revision ID: 0019_job_waiters
-Revises: 0014_lifetime_totals
+Revises: 0016_sql_enqueue
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0019_job_waiters"
-down_revision = "0014_lifetime_totals"
+down_revision = "0016_sql_enqueue"
 branch_labels = None
 depends_on = None
 
