@@ -155,8 +155,8 @@ def test_health_port_asks_a_local_worker(capsys: pytest.CaptureFixture[str]) -> 
     exporter.start()
     try:
         port = str(exporter.port)
-        # This exporter serves no /health/ready (404): its /health/live decides.
-        assert "healthy: /health/live answered 200" in run(
+        # Without readiness checks of its own, the exporter's /health/ready follows liveness.
+        assert "healthy: /health/ready answered 200" in run(
             capsys, "worker", "health", "--port", port
         )
         alive["now"] = False

@@ -156,3 +156,33 @@ def test_job_ids_are_never_handed_out_twice_and_the_rebuild_keeps_every_row(
         assert count == 2
     finally:
         engine.dispose()
+
+
+def test_a_migration_runs_without_the_idle_transaction_guard(database_url: str) -> None:
+    """A migration pauses between statements to load its revisions; on a busy host that can
+    pass the 5 s guard of the ledger's own transactions, which then killed ``db migrate``.
+    The guard is off for the migration's transaction and back on its connection afterwards."""
+    from ledgerq.store import migrate as migrate_module
+
+    engine = create_engine(database_url)
+    name = engine.dialect.name
+    if name == "sqlite":
+        pytest.skip("SQLite has no idle-transaction guard")
+    show = (
+        "SHOW idle_in_transaction_session_timeout"
+        if name == "postgresql"
+        else "SELECT @@SESSION.idle_transaction_timeout"
+    )
+    seen: list[str] = []
+
+    def probe(config: object, revision: str) -> None:
+        conn = config.attributes["connection"]  # type: ignore[attr-defined]
+        seen.append(str(conn.exec_driver_sql(show).scalar()))
+
+    try:
+        migrate_module._run(engine, probe, "head")
+        assert seen == ["0"]
+        with engine.connect() as conn:  # the pool's connection has its guard back
+            assert str(conn.exec_driver_sql(show).scalar()) in ("5s", "5")
+    finally:
+        engine.dispose()

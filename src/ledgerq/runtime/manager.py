@@ -41,6 +41,11 @@ PULSE_FD_ENV = "MANAGED_WORKER_PULSE_FD"
 
 #: How often a child pulses.
 PULSE_INTERVAL_SECONDS = 0.5
+#: What a child writes on its pulse pipe once its worker has stopped and it is exiting.
+EXITING = b"x"
+#: How long an exiting child may stay silent: the interpreter's shutdown stops its pulse
+#: thread, and closing pools and flushing logs on a busy host can take seconds.
+EXIT_SILENCE_SECONDS = 30.0
 
 
 def exit_description(code: int) -> str:
@@ -80,6 +85,7 @@ class _Slot:
     pulse_fd: int | None = None  # read end of the child's pulse pipe
     last_pulse: float | None = None  # None until its first pulse: start-up is not watched
     killed_hung: float | None = None  # seconds of silence when it was killed as hung
+    exiting: bool = False  # its worker stopped: it is on its way out
 
 
 class Manager:
@@ -180,6 +186,7 @@ class Manager:
             finally:
                 os.close(write_end)
             slot.pulse_fd, slot.last_pulse, slot.killed_hung = read_end, None, None
+            slot.exiting = False
         log.info("worker process started", slot=slot.index, pid=slot.proc.pid)
 
     def _check_pulse(self, slot: _Slot, now: float) -> None:
@@ -188,10 +195,13 @@ class Manager:
         if slot.pulse_fd is None or limit is None or slot.proc is None:
             return
         try:
-            while os.read(slot.pulse_fd, 4096):
+            while pulses := os.read(slot.pulse_fd, 4096):
                 slot.last_pulse = now
+                slot.exiting = slot.exiting or EXITING in pulses
         except BlockingIOError:
             pass  # nothing more to read
+        if slot.exiting:
+            limit = max(limit, EXIT_SILENCE_SECONDS)
         silent = now - slot.last_pulse if slot.last_pulse is not None else 0.0
         if silent > limit and slot.killed_hung is None:
             log.error(

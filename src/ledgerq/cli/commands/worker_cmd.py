@@ -11,6 +11,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from ledgerq.core import errors
 from ledgerq.runtime.affinity import CpuClaim, claim_cpu
 from ledgerq.runtime.manager import (
     EXIT_RECYCLE,
+    EXITING,
     PULSE_FD_ENV,
     PULSE_INTERVAL_SECONDS,
     Manager,
@@ -196,8 +198,7 @@ def start(
         app, driver=driver, queues=options.queues, concurrency=options.concurrency
     )
     _install_signal_handlers(worker)
-    if managed:
-        _watch_manager(worker)
+    say_exiting = _watch_manager(worker) if managed else None
     exporter = None
     if hub is not None and health_port is not None:
         hub.watch_transport(worker.transport_fallback_active)
@@ -210,6 +211,8 @@ def start(
     try:
         stats = worker.run()
     finally:
+        if say_exiting is not None:
+            say_exiting()  # the manager no longer takes a silent shutdown for a hang
         gc.unfreeze()  # in case the CLI runs inside a longer-lived process (tests, embedding)
         _stop_beside(scheduler, exporter, cpu_claim)
     if cli.as_json:
@@ -377,12 +380,14 @@ def _install_signal_handlers(worker: Worker) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-def _watch_manager(worker: Worker) -> None:
+def _watch_manager(worker: Worker) -> Callable[[], None]:
     """A manager's child pulses to its manager (see ``runtime/manager.py``: one that falls
     silent is killed as hung) and stops gracefully once its manager is gone (killed with
     SIGKILL, it could not stop its children, which would otherwise run on unsupervised: the
     kernel then makes another process their parent). It pulses until the process exits, so a
-    graceful stop's grace period is not taken for a hang."""
+    graceful stop's grace period is not taken for a hang; the function returned tells the
+    manager the worker stopped and the process is exiting (the interpreter's shutdown ends
+    the pulse)."""
     manager = os.getppid()
     raw_fd = os.environ.pop(PULSE_FD_ENV, None)
     pulse_fd = int(raw_fd) if raw_fd is not None and raw_fd.isdigit() else None
@@ -401,6 +406,13 @@ def _watch_manager(worker: Worker) -> None:
             time.sleep(PULSE_INTERVAL_SECONDS)
 
     threading.Thread(target=watch, name="ledgerq-manager-watch", daemon=True).start()
+
+    def say_exiting() -> None:
+        if pulse_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(pulse_fd, EXITING)
+
+    return say_exiting
 
 
 def start_scheduler(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
