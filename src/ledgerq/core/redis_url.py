@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ledgerq.core.redaction import mask_url
+from ledgerq.core.redaction import MASK, mask_url
 
 #: One Redis server.
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
@@ -94,7 +94,7 @@ def check_redis_url(url: str) -> str:
 def parse_sentinel_url(url: str) -> SentinelTarget:
     """The sentinels, service name, db and credentials of a ``redis+sentinel://`` URL; raise
     ``ValueError`` naming what is wrong."""
-    shown = mask_url(url)
+    shown = _shown(url)
     if not is_sentinel_url(url):
         raise ValueError(f"redis_url {shown!r} is not a redis+sentinel:// URL")
     rest = url.partition("://")[2]
@@ -115,6 +115,19 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         sentinel_username=options.get("sentinel_username"),
         sentinel_password=options.get("sentinel_password"),
     )
+
+
+def _shown(url: str) -> str:
+    """``url`` for an error message: passwords masked, and every query value too (a
+    misspelt ``sentinel_pasword=`` is still a password)."""
+    base, question, query = mask_url(url).partition("?")
+    if not question:
+        return base
+    masked = "&".join(
+        f"{name}={MASK}" if sep else name
+        for name, sep, _ in (item.partition("=") for item in query.split("&"))
+    )
+    return f"{base}?{masked}"
 
 
 def _credentials(userinfo: str) -> tuple[str | None, str | None]:
