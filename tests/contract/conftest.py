@@ -35,7 +35,8 @@ from ledgerq.store.postgres.listener import PgNotifyWaker
 from ledgerq.store.queues import SqlQueueControls
 from ledgerq.transport.polling import PollingTransport
 from ledgerq.transport.probe import RedisPingProbe
-from ledgerq.transport.redis import RedisRateLimiter, RedisTransport
+from ledgerq.transport.redis import RedisTransport
+from ledgerq.transport.redis_limits import RedisRateLimiter
 from ledgerq.transport.redis_locks import RedisLockManager
 from tests.conftest import BACKENDS
 from tests.helpers import wait_until

@@ -131,7 +131,7 @@ def test_the_wiring_lends_every_redis_user_the_same_client(
 def test_a_borrowed_client_outlives_its_borrowers_and_the_pool_closes_it(
     redis_server: RedisServer, named_url: str, client_name: str, pools_made: list[object]
 ) -> None:
-    from ledgerq.transport.redis import RedisRateLimiter
+    from ledgerq.transport.redis_limits import RedisRateLimiter
     from ledgerq.transport.redis_locks import RedisLockManager
 
     pool = RedisPool(named_url)

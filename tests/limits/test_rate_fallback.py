@@ -10,7 +10,7 @@ from ledgerq.core import errors
 from ledgerq.core import limits as lim
 from ledgerq.store.engine import create_engine
 from ledgerq.store.limit_store import SqlLimitStore
-from ledgerq.transport.redis import RedisRateLimiter
+from ledgerq.transport.redis_limits import RedisRateLimiter
 from tests.redis_server import RedisServer
 
 

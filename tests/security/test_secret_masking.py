@@ -103,6 +103,24 @@ def test_job_show_never_shows_a_tasks_password(
 
 @pytest.mark.parametrize(
     "url",
+    [
+        f"redis+sentinel://:{SECRET}@127.0.0.1:26379,/mymaster",  # an empty sentinel address
+        f"redis+sentinel://:{SECRET}@127.0.0.1:26379",  # no master name
+        f"redis+sentinel://h1/mymaster?sentinel_password={SECRET}&sentinel_pasword={SECRET}",
+    ],
+)
+def test_a_malformed_sentinel_url_is_never_echoed_with_its_password(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LEDGERQ_REDIS_URL", url)
+    code = main(["config", "show"])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert "redis_url" in err and SECRET not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "url",
     [f"postgresql//app:{SECRET}@db.internal/app", f"postgresql://app:{SECRET}@db.internal:x/app"],
 )
 def test_a_malformed_database_url_is_never_echoed_with_its_password(
@@ -120,6 +138,8 @@ def test_a_malformed_database_url_is_never_echoed_with_its_password(
         f"redis://127.0.0.1:6379/0?password={SECRET}",
         f"redis://:{SECRET}@127.0.0.1:6379/0",
         f"redis://default:{SECRET}@127.0.0.1:6379/0",
+        f"redis+sentinel://:{SECRET}@127.0.0.1:26379,10.0.0.2:26379/mymaster/0",
+        f"redis+sentinel://127.0.0.1:26379,10.0.0.2/mymaster?sentinel_password={SECRET}",
     ],
 )
 @pytest.mark.parametrize("command", [["config", "show"], ["worker", "export-config"]])

@@ -14,7 +14,7 @@ import structlog
 
 from ledgerq.app.spool_wiring import build_spool
 from ledgerq.config.settings import Settings
-from ledgerq.core import errors
+from ledgerq.core import errors, redis_url
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
@@ -184,6 +184,17 @@ def _lend_transport(
     return transport
 
 
+def check_not_cluster(transport: RedisTransport) -> None:
+    """Refuse a Redis Cluster node with ``ConfigError`` (why: ``CLUSTER_REFUSAL``). An
+    unreachable server is let pass: the eviction check logs it, and the worker polls."""
+    try:
+        clustered = transport.cluster_enabled()
+    except errors.TransportError:
+        return
+    if clustered:
+        raise errors.ConfigError(redis_url.CLUSTER_REFUSAL)
+
+
 def check_eviction_policy(transport: RedisTransport, *, strict: bool) -> str | None:
     """Warn loudly (or, ``strict``, refuse) when Redis may evict keys: a hint lost to eviction
     costs latency until the reconciler re-sends it. Returns the policy seen."""
@@ -233,6 +244,7 @@ def build_transport(
     fallback = polling_transport(parts, queues, fallback=True) if resolved == "auto" else None
     transport = redis_transport(settings, parts, fallback)
     try:
+        check_not_cluster(transport)
         check_eviction_policy(transport, strict=strict)
         if resolved == "redis":
             transport.ping()
@@ -328,7 +340,7 @@ def rate_backend(settings: Settings, parts: Parts) -> RateLimitBackend:
     else the database."""
     if parts.redis is None:
         return parts.limits
-    from ledgerq.transport.redis import RedisRateLimiter
+    from ledgerq.transport.redis_limits import RedisRateLimiter
 
     redis_limiter = RedisRateLimiter(
         parts.redis.url, namespace=settings.namespace, client=parts.redis.client()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
@@ -14,11 +13,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 from ledgerq.core import errors
 from ledgerq.core.job import check_queue_name
 from ledgerq.core.redaction import mask_url
+from ledgerq.core.redis_url import check_redis_url
 
 ENV_PREFIX = "LEDGERQ_"
 # Variables of ledgerq's own test suite and tools, not settings.
 _NOT_SETTINGS = ("LEDGERQ_TEST_", "LEDGERQ_SOAK", "LEDGERQ_BENCH_")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 class Settings(BaseSettings):
@@ -39,7 +38,10 @@ class Settings(BaseSettings):
     database_url: SecretStr = SecretStr("sqlite:///ledgerq.db")
     """SQLAlchemy URL of the ledger. Defaults to ``sqlite:///ledgerq.db``."""
     redis_url: SecretStr | None = None
-    """Redis URL of the transport; unset means the ``dbpoll`` driver. Defaults to unset."""
+    """Redis URL of the transport: ``redis://``, ``rediss://``, ``unix://``, or
+    ``redis+sentinel://[:password@]host:26379,host2:26379/mymaster[/db]`` for a master that
+    Redis Sentinel fails over; Redis Cluster is refused. Unset means the ``dbpoll`` driver.
+    Defaults to unset."""
     namespace: str = "ledgerq"
     """Prefix of every Redis key; separates environments. Defaults to ``ledgerq``."""
     queues: Annotated[tuple[str, ...], NoDecode] = ("default",)
@@ -197,23 +199,6 @@ class Settings(BaseSettings):
             else:
                 shown[name] = list(value) if isinstance(value, tuple) else value
         return shown
-
-
-def check_redis_url(url: str) -> str:
-    """Return ``url`` if it is a Redis URL the transport can use; else raise ``ValueError``
-    naming the problem (the URL is never echoed with its password)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # ValueError: not a number, or out of range
-    except ValueError as exc:
-        raise ValueError(f"redis_url {mask_url(url)!r} is malformed: {exc}") from None
-    if parts.scheme not in REDIS_SCHEMES:
-        raise ValueError(
-            f"redis_url must start with redis://, rediss:// or unix://, got {mask_url(url)!r}"
-        )
-    if parts.scheme != "unix" and not parts.hostname and port is None:
-        raise ValueError(f"redis_url {mask_url(url)!r} names no host")
-    return url
 
 
 def spool_folder(spool: str) -> Path | None:

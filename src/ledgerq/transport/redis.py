@@ -13,8 +13,11 @@ fallback (polling) at once, logged once; Redis is probed with backoff and used a
 answers. Without one (the ``redis`` driver), errors are raised as ``TransportError``.
 
 This is the only module that imports redis; its redis-free parts live beside it, the wire
-format in ``wire.py`` and the fallback state machine in ``outage.py``, and the lock manager in
-``redis_locks.py`` takes its client, client type and error tuple from here.
+format in ``wire.py`` and the fallback state machine in ``outage.py``; the lock manager in
+``redis_locks.py`` and the rate limiter in ``redis_limits.py`` take their client, client type
+and error tuple from here. ``connect`` turns a ``redis+sentinel://`` URL into a client of the
+master that Sentinel names, which follows a failover: a connection that fails is opened again
+to whatever master the sentinels name then.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+import redis.sentinel
 import structlog
 
-from ledgerq.core import errors
+from ledgerq.core import errors, redis_url
 from ledgerq.core.job import JobHint
-from ledgerq.core.limits import Rate, RateDecision
 from ledgerq.transport import wire
 from ledgerq.transport.outage import PROBE_FIRST_SECONDS, PROBE_MAX_SECONDS, OutageTracker
 from ledgerq.transport.polling import PollingTransport
@@ -42,6 +45,8 @@ log = structlog.get_logger("ledgerq.transport.redis")
 PUSH_CHUNK = 1000
 #: The longest single blocking pop; longer waits loop, so a dead server is noticed promptly.
 MAX_BLOCK_SECONDS = 1.0
+#: Connect and reply timeout of each question to a sentinel (where is the master?).
+SENTINEL_TIMEOUT_SECONDS = 1.0
 #: What a failed Redis call raises (the server gone, a refused command, a dropped socket).
 REDIS_ERRORS = (redis.RedisError, OSError)
 #: The client type, for the transport's other Redis-backed modules (they import no redis).
@@ -58,8 +63,50 @@ except ImportError:  # older redis-py reads nothing per connection
 
 
 def connect(url: str, **options: Any) -> redis.Redis:
-    """A client for ``url`` with ledgerq's connection options."""
-    return redis.Redis.from_url(url, **_DRIVER, **options)
+    """A client for ``url`` with ledgerq's connection options: of one server, or (for a
+    ``redis+sentinel://`` URL) of the master the sentinels name, found again after each
+    failover. Opens no socket; raise ``ConfigError`` for a URL it cannot use."""
+    if redis_url.scheme_of(url) in redis_url.CLUSTER_SCHEMES:
+        raise errors.ConfigError(redis_url.CLUSTER_REFUSAL)
+    if not redis_url.is_sentinel_url(url):
+        return redis.Redis.from_url(url, **_DRIVER, **options)
+    try:
+        target = redis_url.parse_sentinel_url(url)
+    except ValueError as exc:
+        raise errors.ConfigError(str(exc)) from None
+    # The sentinels are asked with short timeouts of their own: a dead sentinel must not
+    # hold up finding the master (the others are asked next).
+    sentinel_options: dict[str, Any] = {
+        "socket_connect_timeout": SENTINEL_TIMEOUT_SECONDS,
+        "socket_timeout": SENTINEL_TIMEOUT_SECONDS,
+        "username": target.sentinel_username,
+        "password": target.sentinel_password,
+        **_DRIVER,
+    }
+    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels), sentinel_kwargs=sentinel_options
+    )
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        target.service_name,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        **_DRIVER,
+        **options,
+    )
+    return client
+
+
+def cluster_enabled(client: redis.Redis) -> bool:
+    """Whether the server runs in cluster mode (``INFO cluster``: ``cluster_enabled:1``);
+    raise ``TransportError`` if it does not answer."""
+    try:
+        info: Any = client.info("cluster")
+    except redis.ResponseError:
+        return False  # a server that hides INFO (ACL) is checked by its first pop instead
+    except REDIS_ERRORS as exc:
+        raise errors.TransportError(f"Redis does not answer: {exc}") from exc
+    return int(info.get("cluster_enabled", 0) or 0) == 1
 
 
 class RedisTransport:
@@ -321,6 +368,11 @@ class RedisTransport:
         value = reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy")
         return wire.decode_text(value) if value is not None else None
 
+    def cluster_enabled(self) -> bool:
+        """Whether the server is a Redis Cluster node (refused: ``redis_url.CLUSTER_REFUSAL``);
+        raise ``TransportError`` if it does not answer."""
+        return cluster_enabled(self._client)
+
     def queue_lengths(self, queues: Sequence[str]) -> dict[str, int]:
         """Hints waiting in Redis per queue (they may include stale ids)."""
         try:
@@ -352,57 +404,3 @@ class RedisTransport:
             self._outage.failed(exc)
             return
         self._answered()
-
-
-# -- fleet-wide rate limits (core/limits.py): GCRA, one key per limit name ------------------
-
-# Atomic on the server, on the server's clock (microseconds): admit when the theoretical
-# arrival time is at most the tolerance ahead of now, and move it one interval on; else
-# answer how long until it is.
-_RATE_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local interval = tonumber(ARGV[1])
-local tolerance = tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-if tat - now > tolerance then
-  return {0, tat - now - tolerance}
-end
-local ttl = math.ceil((tat + interval - now) / 1000) + 1000
-redis.call('SET', KEYS[1], string.format('%.0f', tat + interval), 'PX', ttl)
-return {1, 0}
-"""
-
-
-class RedisRateLimiter:
-    """The RateLimitBackend port over Redis: one key per limit name (its GCRA schedule),
-    updated by one Lua script, so every process sharing the server shares the limit. A
-    borrowed ``client`` is used instead of connecting to ``url`` and is not closed here."""
-
-    def __init__(self, url: str, *, namespace: str, client: redis.Redis | None = None) -> None:
-        self._owns_client = client is None
-        self._client: redis.Redis = client or connect(
-            url, socket_connect_timeout=1.0, socket_timeout=2.0
-        )
-        db = self._client.connection_pool.connection_kwargs.get("db", 0)
-        self.prefix = f"{namespace}:{db}:rate:"
-        self._script = self._client.register_script(_RATE_SCRIPT)
-
-    def acquire_rate(self, *, name: str, rate: Rate) -> RateDecision:
-        """Admit one use of ``name`` or deny with the seconds until one frees up; raise
-        ``TransportError`` if Redis does not answer."""
-        interval = max(int(rate.interval_seconds * 1_000_000), 1)
-        tolerance = int(rate.tolerance_seconds * 1_000_000)
-        try:
-            allowed, wait_us = self._script(keys=[self.prefix + name], args=[interval, tolerance])
-        except REDIS_ERRORS as exc:
-            raise errors.TransportError(f"Redis rate limiter failed: {exc}") from exc
-        if int(allowed):
-            return RateDecision(True)
-        return RateDecision(False, max(int(wait_us), 1000) / 1_000_000)
-
-    def close(self) -> None:
-        """Release the connections, unless the client is borrowed."""
-        if self._owns_client:
-            self._client.close()
