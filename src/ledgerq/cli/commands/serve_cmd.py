@@ -25,10 +25,12 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
     # pay for importing FastAPI at start-up.
     from ledgerq.admin.app import create_app
     from ledgerq.admin.auth import TokenAuth
-    from ledgerq.admin.deps import AdminDeps
+    from ledgerq.admin.deps import AdminDeps, AdminReads
 
     settings = app.settings
     ops = operations_surface.build_operations(settings, app.parts)
+    read = operations_surface.read_side(app.parts, app.registry)
+    replica = None if read is None else AdminReads(read.client, read.controls, read.fleet)
     deps = AdminDeps(
         client=operations_surface.build_client(
             app.settings, app.parts, app.registry, ops.metrics.sink
@@ -45,6 +47,7 @@ def build_http(app: LedgerQ, *, admin_tokens: list[str], read_tokens: list[str])
         limits=app.limits,
         items=app.parts.items,
         failovers=app.parts.fleet,
+        replica=replica,
     )
     auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens)
     # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.
