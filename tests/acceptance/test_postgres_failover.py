@@ -194,6 +194,9 @@ def test_workers_follow_a_promoted_standby_under_load(
     mode, primary, standby = pair
     hosts = f"host=127.0.0.1:{primary.port}&host=127.0.0.1:{standby.port}"
     url = f"postgresql://postgres@/ledger?{hosts}&target_session_attrs=read-write"
+    # The workers get libpq's spelling of the same URL, the producer SQLAlchemy's.
+    pair_hosts = f"127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
+    libpq_url = f"postgresql://postgres@{pair_hosts}/ledger?target_session_attrs=read-write"
     engine = create_engine(url)
     migrate(engine)
     engine.dispose()
@@ -205,7 +208,7 @@ def test_workers_follow_a_promoted_standby_under_load(
     finally:
         preloaded.close()
     workers = [
-        procs.worker(url, "--concurrency", str(CONCURRENCY), env=env, app=APP)
+        procs.worker(libpq_url, "--concurrency", str(CONCURRENCY), env=env, app=APP)
         for _ in range(WORKERS)
     ]
     producer = Producer(url)
