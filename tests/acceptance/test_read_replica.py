@@ -7,6 +7,7 @@ shows tells which server it read."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,7 +50,12 @@ def pair() -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
 
 
 def queued(server: PrivatePostgres) -> int:
-    return int(server.sql("SELECT count(*) FROM jobs WHERE state = 'queued'", database="ledger"))
+    """Queued jobs on ``server``; -1 while a standby has not replayed the ledger's tables."""
+    try:
+        done = server.sql("SELECT count(*) FROM jobs WHERE state = 'queued'", database="ledger")
+    except subprocess.CalledProcessError:
+        return -1
+    return int(done)
 
 
 def sessions(server: PrivatePostgres) -> list[str]:
