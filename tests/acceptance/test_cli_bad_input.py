@@ -113,6 +113,18 @@ def test_unknown_setting_in_the_environment_is_a_clear_error(ledger: Make, procs
     assert_clear_error(result, "LEDGERQ_NO_SUCH_SETTING")
 
 
+def test_a_malformed_read_url_is_a_clear_error_with_its_password_masked(
+    ledger: Make, procs: Procs
+) -> None:
+    db = ledger("sqlite")
+    env = {"LEDGERQ_DATABASE_READ_URL": "oracle://reader:read-pw@replica/ledger"}
+
+    result = procs.run(db.url, "queue", "stats", env=env)
+
+    assert_clear_error(result, "unsupported database 'oracle'")
+    assert "read-pw" not in result.stdout + result.stderr
+
+
 def test_a_worker_on_a_ledger_without_tables_stops_with_a_clear_error(
     procs: Procs, tmp_path: Path
 ) -> None:

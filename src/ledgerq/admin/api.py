@@ -129,7 +129,7 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """Newest jobs first, filtered by state, queue and task."""
-    jobs = deps.client.list(state=state, queue=queue, task=task, limit=limit)
+    jobs = deps.reads.client.list(state=state, queue=queue, task=task, limit=limit)
     return {"jobs": [job_document(j) for j in jobs]}
 
 
@@ -191,10 +191,11 @@ def resume_queue(queue: QueueName, request: Request, caller: Admin, deps: Deps) 
 def queue_stats(deps: AdminDeps) -> dict[str, Any]:
     """Per queue: jobs per state, paused flag, latency, lifetime figures; and totals per
     state and over the lifetime."""
-    counts = deps.client.store.count_jobs()
-    waiting = deps.client.store.count_waiting_to_start()
-    paused = deps.controls.paused_queues()
-    latency = deps.controls.queue_latency_seconds()
+    reads = deps.reads  # the read replica when one is configured
+    counts = reads.client.store.count_jobs()
+    waiting = reads.client.store.count_waiting_to_start()
+    paused = reads.controls.paused_queues()
+    latency = reads.controls.queue_latency_seconds()
     since_start = deps.lifetime.get()  # at most lifetime_ttl_seconds old
     lifetimes = lifetime.documents(since_start)
     # A queue whose every job the retention deleted still shows its lifetime figures.
@@ -254,7 +255,7 @@ def worker_documents(views: Sequence[WorkerView]) -> list[dict[str, Any]]:
 def get_workers(_caller: Reader, deps: Deps, include_inactive: bool = False) -> dict[str, Any]:
     """Active workers of the registry (``source``: ``registry``); with ``include_inactive``
     the stopped and dead ones it still records follow them."""
-    views = deps.fleet.list_workers(include_inactive=include_inactive)
+    views = deps.reads.fleet.list_workers(include_inactive=include_inactive)
     source = views[0].source if views else "jobs"
     return {"source": source, "workers": worker_documents(views)}
 
@@ -269,7 +270,7 @@ def get_metrics_snapshot(_caller: Reader, deps: Deps) -> dict[str, Any]:
         "totals": totals,
         "finished_total": sum(totals[s.value] for s in FINISHED),
         "queue_lengths": {q["name"]: q["queued"] for q in stats["queues"]},
-        "workers_active": len(deps.fleet.list_workers()),
+        "workers_active": len(deps.reads.fleet.list_workers()),
     }
 
 
@@ -281,5 +282,5 @@ def get_history(
 ) -> dict[str, Any]:
     """Jobs finished per minute (succeeded, dead, cancelled) over the last ``minutes``, read
     from the ledger's ``finished_at``: the dashboard's charts start from it."""
-    history = deps.controls.finished_per_minute(minutes=minutes)
+    history = deps.reads.controls.finished_per_minute(minutes=minutes)
     return {"minutes": [asdict(m) for m in history]}

@@ -126,14 +126,14 @@ HISTORY_MINUTES = 60
 
 def overview_workers(deps: AdminDeps) -> list[dict[str, Any]]:
     """Active workers, then the most recently seen stopped and dead ones."""
-    views = deps.fleet.list_workers(include_inactive=True)
+    views = deps.reads.fleet.list_workers(include_inactive=True)
     active = [v for v in views if v.status in ("active", "running")]
     inactive = [v for v in views if v.status not in ("active", "running")]
     return worker_documents([*active, *inactive[:INACTIVE_WORKERS_SHOWN]])
 
 
 def _charts(deps: AdminDeps) -> str:
-    history = deps.controls.finished_per_minute(minutes=HISTORY_MINUTES)
+    history = deps.reads.controls.finished_per_minute(minutes=HISTORY_MINUTES)
     data = json.dumps(
         {
             "start": int(history[0].minute_at.timestamp()) // 60,
@@ -166,7 +166,7 @@ def overview(request: Request) -> Response:
     failures = [
         job_document(j)
         for state in (JobState.DEAD, JobState.FAILED)
-        for j in deps.client.list(state=state, limit=20)
+        for j in deps.reads.client.list(state=state, limit=20)
     ]
     body = (
         _charts(deps)
@@ -209,7 +209,7 @@ def jobs_page(
         not task or re.match(schemas.KEY_PATTERN, task)
     )
     found = (
-        deps.client.list(state=chosen, queue=queue or None, task=task or None, limit=200)
+        deps.reads.client.list(state=chosen, queue=queue or None, task=task or None, limit=200)
         if wellformed
         else []  # a filter no job can match (and no odd bytes sent to the database)
     )

@@ -33,6 +33,19 @@ from ledgerq.producer.workflow_api import Workflows
 LIFETIME_TTL_SECONDS = 10.0
 
 
+@dataclass(frozen=True)
+class AdminReads:
+    """Where the dashboard, the list endpoints and the stats read: the read replica
+    (``DATABASE_READ_URL``) when one is configured, else the ledger itself. Reads of a
+    replica may lag; nothing here claims or writes."""
+
+    client: Client
+    """Lists and counts jobs (``list``, ``store.count_*``); never enqueues."""
+    controls: QueueControl
+    """Paused flags, latency and finished-per-minute history; never pauses."""
+    fleet: FleetView
+
+
 @dataclass
 class AdminDeps:
     """The admin surface's collaborators."""
@@ -58,14 +71,23 @@ class AdminDeps:
     """Idempotency-Key records of bulk enqueues (None: bulk refuses Idempotency-Key)."""
     failovers: FailoverLog | None = None
     """The failover record (``GET /admin/failover-events``); None: not listed."""
+    replica: AdminReads | None = None
+    """Reads on the read replica; None: ``reads`` reads the ledger itself."""
     lifetime_ttl_seconds: float = LIFETIME_TTL_SECONDS
     """How old the lifetime figures shown may be (their read counts every job row)."""
     lifetime: TimedCache[list[LifetimeTotal]] = field(init=False)
     """The lifetime figures per queue and task (``lifetime.get()``), read at most once per
     ``lifetime_ttl_seconds``."""
+    reads: AdminReads = field(init=False)
+    """Where listings, counts and the dashboard read (``replica`` or the ledger). A job read
+    by id, and every write, go to the ledger: a client polling the job it just enqueued must
+    see it."""
 
     def __post_init__(self) -> None:
-        self.lifetime = TimedCache(self.client.store.count_lifetime, self.lifetime_ttl_seconds)
+        self.reads = self.replica or AdminReads(self.client, self.controls, self.fleet)
+        self.lifetime = TimedCache(
+            self.reads.client.store.count_lifetime, self.lifetime_ttl_seconds
+        )
 
 
 def mask_secrets(value: Any) -> Any:

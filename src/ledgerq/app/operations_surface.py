@@ -31,6 +31,7 @@ from ledgerq.store.lock_admin import SqlLockAdmin
 from ledgerq.store.lock_store import SqlLocks
 from ledgerq.store.queues import SqlQueueControls, pool_use
 from ledgerq.store.request_ledger import SqlRequestLedger
+from ledgerq.transport.polling import PollingTransport
 
 
 class _Probe:
@@ -200,6 +201,27 @@ def build_client(
     return Client(
         parts.store, producer_transport(settings, parts), registry, parts.codec, events=events
     )
+
+
+@dataclass(frozen=True)
+class ReadSide:
+    """Listings and counts on the read replica (``DATABASE_READ_URL``): a Client for its list
+    and count reads (its transport sends nothing), queue controls for paused flags, latency
+    and history, and the worker registry. Never used to claim or write."""
+
+    client: Client
+    controls: SqlQueueControls
+    fleet: FleetView
+
+
+def read_side(parts: Parts, registry: TaskRegistry) -> ReadSide | None:
+    """The read side on ``parts``' replica; None without ``DATABASE_READ_URL``."""
+    replica = parts.replica
+    if replica is None:
+        return None
+    client = Client(replica, PollingTransport(), registry, parts.codec)
+    fleet = RegistryFleetView(SqlFleetAdmin(replica.engine))
+    return ReadSide(client=client, controls=SqlQueueControls(replica.engine), fleet=fleet)
 
 
 def split_tokens(secret: SecretStr | None) -> list[str]:

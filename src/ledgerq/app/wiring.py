@@ -75,6 +75,9 @@ class Parts:
     """Announces jobs that workflow steps queued (Redis), closed with the parts."""
     finished: FinishSignal | None = field(init=False)
     """Wakes ``app.jobs.wait`` (PostgreSQL's LISTEN; None elsewhere), closed with the parts."""
+    replica: SqlJobStore | None = None
+    """The store on ``DATABASE_READ_URL`` (None when unset), for listings and counts that may
+    lag; nothing claims or writes through it. Closed with the parts."""
 
     def __post_init__(self) -> None:
         self.repair = SqlLedgerRepair(self.store.engine)
@@ -96,12 +99,28 @@ class Parts:
 
         return migrate.status(self.store.engine)
 
+    def replica_migration_status(self) -> MigrationStatus | None:
+        """Where the read replica's tables stand (None without ``DATABASE_READ_URL``)."""
+        if self.replica is None:
+            return None
+        from ledgerq.store import migrate
+
+        return migrate.status(self.replica.engine)
+
+    @property
+    def read_store(self) -> SqlJobStore:
+        """The replica's store when ``DATABASE_READ_URL`` is set, else the ledger's: for
+        listings and counts only, never for a claim or a write."""
+        return self.replica if self.replica is not None else self.store
+
     def close(self) -> None:
         """Release every pooled connection: the database's, and Redis's after closing the
         Redis users built on the pool (their pub/sub lanes end)."""
         if self.finished is not None:
             self.finished.close()
         self.store.dispose()
+        if self.replica is not None:
+            self.replica.dispose()
         if self.announcer is not None:
             self.announcer.close()
         if self.redis is not None:
@@ -122,7 +141,25 @@ def build_parts(settings: Settings) -> Parts:
         fleet=SqlFleetAdmin(engine),
         redis=pool,
         announcer=announcer,
+        replica=_replica(settings),
     )
+
+
+#: ``application_name`` of the read replica's sessions (``pg_stat_activity`` tells them apart).
+READ_APPLICATION_NAME = "ledgerq-read"
+
+
+def _replica(settings: Settings) -> SqlJobStore | None:
+    """The store on ``DATABASE_READ_URL``, when set. Its pool is small: it serves an operator's
+    pages and commands, never the workers."""
+    if settings.database_read_url is None:
+        return None
+    engine = create_engine(
+        settings.database_read_url.get_secret_value(),
+        pool_size=min(settings.db_pool_size, 4),
+        application_name=READ_APPLICATION_NAME,
+    )
+    return SqlJobStore(engine)
 
 
 def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:

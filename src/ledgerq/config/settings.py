@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     """The application whose tasks run, as ``module:attribute``. Defaults to none."""
     database_url: SecretStr = SecretStr("sqlite:///ledgerq.db")
     """SQLAlchemy URL of the ledger. Defaults to ``sqlite:///ledgerq.db``."""
+    database_read_url: SecretStr | None = None
+    """SQLAlchemy URL of a read replica of the ledger (a PostgreSQL streaming standby, a
+    MariaDB replica) for reads that may lag: the dashboard, the admin API's list and stats
+    endpoints and ``ledgerq queue stats``. Nothing that claims or writes uses it. Unset: they
+    read the ledger itself. Defaults to unset."""
     redis_url: SecretStr | None = None
     """Redis URL of the transport: ``redis://``, ``rediss://``, ``unix://``, or
     ``redis+sentinel://[:password@]host:26379,host2:26379/mymaster[/db]`` for a master that

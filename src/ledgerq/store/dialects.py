@@ -55,6 +55,11 @@ class Dialect:
     # -- engines -------------------------------------------------------------------------
 
     @classmethod
+    def rewrite_url_text(cls, url: str) -> str:
+        """``url`` in a spelling SQLAlchemy parses (a database's own URL forms rewritten)."""
+        return url
+
+    @classmethod
     def normalize_url(cls, url: sa.URL) -> sa.URL:
         """``url`` with this driver's DBAPI when it names none, and the settings it needs."""
         return url

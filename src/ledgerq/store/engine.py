@@ -27,6 +27,9 @@ IDLE_IN_TRANSACTION_SECONDS = 5
 def normalize_url(url: str) -> sa.URL:
     """Parse ``url`` and pick ledgerq's driver when the URL names none; raise ``ConfigError``
     (with the password masked) if it is malformed."""
+    scheme = url.partition("://")[0].partition("+")[0]
+    if known_database(scheme):
+        url = driver_type(scheme).rewrite_url_text(url)
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from ledgerq.cli.commands.fleet_cmd import admin
 from ledgerq.config.settings import ENV_PREFIX, Settings
 from ledgerq.core import errors
 from ledgerq.core.unserved import UnservedWork
+
+if TYPE_CHECKING:
+    from ledgerq.app.application import LedgerQ
 
 #: Connections one worker process may hold at once besides its tasks' own: fetcher,
 #: completer, heartbeater, registrar, lifeline, stager, janitor, listener.
@@ -108,6 +112,7 @@ def validate_config(cli: CliContext, queues: str | None) -> int:
     except errors.StoreError as exc:
         problems.append(str(exc))
     problems += spool_cmd.spool_problems(cli)
+    problems.extend(_replica_problems(app))
     own = Settings._split_queues(queues) if queues else app.settings.queues
     facts = {
         "failover_within_seconds": app.settings.worker_ttl + app.settings.failover_check_interval,
@@ -116,6 +121,17 @@ def validate_config(cli: CliContext, queues: str | None) -> int:
         "tasks": len(app.registry),
     }
     return _report(cli, problems, facts, worker_checks.unserved_work(app, own))
+
+
+def _replica_problems(app: LedgerQ) -> list[str]:
+    """The read replica (``DATABASE_READ_URL``) must answer and hold the ledger's revision."""
+    try:
+        state = app.parts.replica_migration_status()
+    except errors.StoreError as exc:
+        return [f"read replica: {exc}"]
+    if state is not None and not state.up_to_date:
+        return [f"read replica at revision {state.current}, newest {state.head}"]
+    return []
 
 
 @click.command("export-config")

@@ -42,8 +42,8 @@ def group() -> None:
 def stats(cli: CliContext) -> int:
     """Jobs per queue and state now, and per queue and task since the beginning
     (``lifetime``: enqueued, succeeded, dead, cancelled, expired; jobs the retention
-    deleted still count)."""
-    store = cli.app().client.store
+    deleted still count). Read from ``DATABASE_READ_URL`` when it is set."""
+    store = cli.app().parts.read_store
     counts = store.count_jobs()
     waiting = store.count_waiting_to_start()
     totals = store.count_lifetime()

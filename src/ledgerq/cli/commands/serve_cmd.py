@@ -39,10 +39,12 @@ def build_http(
     # pay for importing FastAPI at start-up.
     from ledgerq.admin.app import create_app
     from ledgerq.admin.auth import TokenAuth
-    from ledgerq.admin.deps import AdminDeps
+    from ledgerq.admin.deps import AdminDeps, AdminReads
 
     settings = app.settings
     ops = operations_surface.build_operations(settings, app.parts)
+    read = operations_surface.read_side(app.parts, app.registry)
+    replica = None if read is None else AdminReads(read.client, read.controls, read.fleet)
     deps = AdminDeps(
         client=operations_surface.build_client(
             app.settings, app.parts, app.registry, ops.metrics.sink
@@ -60,6 +62,7 @@ def build_http(
         items=app.parts.items,
         failovers=app.parts.fleet,
         requests=operations_surface.request_ledger(app.parts),
+        replica=replica,
     )
     auth = TokenAuth(admin_tokens=admin_tokens, read_tokens=read_tokens, producers=producers)
     # Arguments may be max_payload_bytes of JSON; leave room for the envelope and escaping.

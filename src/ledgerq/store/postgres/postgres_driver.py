@@ -55,6 +55,20 @@ class PostgresDriver(Dialect):
         self.fast = FastStatements(engine, relaxed_engine)
 
     @classmethod
+    def rewrite_url_text(cls, url: str) -> str:
+        """libpq's multi-host spelling (``postgresql://app@db1:5432,db2:5432/ledger``), which
+        SQLAlchemy cannot parse, as the one it can (``postgresql://app@/ledger?host=db1:5432&
+        host=db2:5432``); psycopg then tries the hosts in order, as libpq does."""
+        scheme, sep, rest = url.partition("://")
+        authority, _, tail = rest.partition("/")
+        userinfo, at, hosts = authority.rpartition("@")
+        if not sep or "," not in hosts:
+            return url
+        path, _, query = tail.partition("?")
+        params = "&".join(f"host={host}" for host in hosts.split(",") if host)
+        return f"{scheme}://{userinfo}{at}/{path}?{params}{'&' if query else ''}{query}"
+
+    @classmethod
     def normalize_url(cls, url: sa.URL) -> sa.URL:
         return url if "+" in url.drivername else url.set(drivername="postgresql+psycopg")
 
