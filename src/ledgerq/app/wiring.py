@@ -1,28 +1,29 @@
 """The composition root: turns Settings into the concrete store, transport and worker.
 
-``build_parts`` makes each shared part once: the database engine and, with ``REDIS_URL``, one
-``RedisPool`` (one redis-py client and connection pool per application). Every function here
-that needs Redis takes ``parts`` and lends that pool's client; ``Parts.close`` closes both."""
+``build_parts`` (``parts.py``, re-exported here) makes each shared part once: the database
+engine and, with ``REDIS_URL``, one ``RedisPool`` (one redis-py client and connection pool per
+application). Every function here that needs Redis takes ``parts`` and lends that pool's
+client; ``Parts.close`` closes both."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
 import structlog
 
+from ledgerq.app.parts import READ_APPLICATION_NAME as READ_APPLICATION_NAME
+from ledgerq.app.parts import Parts as Parts
+from ledgerq.app.parts import build_parts as build_parts
+from ledgerq.app.parts import lend_transport
 from ledgerq.app.spool_wiring import build_spool
 from ledgerq.config.settings import Settings
 from ledgerq.core import errors, redis_url
-from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import ControlChannel, FinishSignal, RateLimitBackend, Transport
+from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport
 from ledgerq.core.retention import HistoryRetention
-from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.tasks import TaskRegistry
-from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.job_log import job_log_lines
@@ -31,18 +32,9 @@ from ledgerq.runtime.middleware import FinishedEvents, ItemsMiddleware, JobMiddl
 from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker
 from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
-from ledgerq.store.batch_store import SqlBatchStore
-from ledgerq.store.drivers import driver_type
 from ledgerq.store.engine import LedgerEngine as LedgerEngine  # the type of app.engine
-from ledgerq.store.engine import create_engine
-from ledgerq.store.fleet_admin import SqlFleetAdmin
-from ledgerq.store.item_store import SqlJobItems
-from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.limit_store import SqlLimitStore
 from ledgerq.store.lock_store import SqlLocks
-from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.schedule_store import SqlScheduleStore
-from ledgerq.store.workflows import SqlWorkflowStore
 from ledgerq.transport.polling import PollingTransport
 from ledgerq.transport.redis_pool import RedisPool
 
@@ -54,128 +46,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("ledgerq.app.wiring")
 
 Driver = Literal["auto", "redis", "dbpoll"]
-
-
-@dataclass
-class Parts:
-    """What one process needs to produce and run jobs."""
-
-    store: SqlJobStore
-    codec: PayloadCodec
-    fleet: SqlFleetAdmin
-    repair: SqlLedgerRepair = field(init=False)
-    limits: SqlLimitStore = field(init=False)
-    items: SqlJobItems = field(init=False)
-    batches: SqlBatchStore = field(init=False)
-    workflows: SqlWorkflowStore = field(init=False)
-    redis: RedisPool | None = None
-    """The application's one Redis client and connection pool (None without ``REDIS_URL``):
-    every Redis user built here borrows it, and ``close`` disconnects it."""
-    announcer: Transport | None = None
-    """Announces jobs that workflow steps queued (Redis), closed with the parts."""
-    finished: FinishSignal | None = field(init=False)
-    """Wakes ``app.jobs.wait`` (PostgreSQL's LISTEN; None elsewhere), closed with the parts."""
-    replica: SqlJobStore | None = None
-    """The store on ``DATABASE_READ_URL`` (None when unset), for listings and counts that may
-    lag; nothing claims or writes through it. Closed with the parts."""
-
-    def __post_init__(self) -> None:
-        self.repair = SqlLedgerRepair(self.store.engine)
-        self.limits = SqlLimitStore(self.store.engine, self.store.relaxed_pool)
-        self.items = SqlJobItems(self.store.engine)
-        self.batches = SqlBatchStore(self.store)
-        self.workflows = SqlWorkflowStore(self.store.engine, self.store.announce)
-        self.finished = self.store.dialect.finished_signal()
-
-    def migrate(self) -> MigrationStatus:
-        """Bring the ledger's tables to the newest revision."""
-        from ledgerq.store import migrate  # Alembic costs ~0.3 s of import; workers skip it
-
-        return migrate.migrate(self.store.engine)
-
-    def migration_status(self) -> MigrationStatus:
-        """Where the ledger's tables stand."""
-        from ledgerq.store import migrate
-
-        return migrate.status(self.store.engine)
-
-    def replica_migration_status(self) -> MigrationStatus | None:
-        """Where the read replica's tables stand (None without ``DATABASE_READ_URL``)."""
-        if self.replica is None:
-            return None
-        from ledgerq.store import migrate
-
-        return migrate.status(self.replica.engine)
-
-    @property
-    def read_store(self) -> SqlJobStore:
-        """The replica's store when ``DATABASE_READ_URL`` is set, else the ledger's: for
-        listings and counts only, never for a claim or a write."""
-        return self.replica if self.replica is not None else self.store
-
-    def close(self) -> None:
-        """Release every pooled connection: the database's, and Redis's after closing the
-        Redis users built on the pool (their pub/sub lanes end)."""
-        if self.finished is not None:
-            self.finished.close()
-        self.store.dispose()
-        if self.replica is not None:
-            self.replica.dispose()
-        if self.announcer is not None:
-            self.announcer.close()
-        if self.redis is not None:
-            self.redis.close()
-
-
-def build_parts(settings: Settings) -> Parts:
-    """Create the store and codec of ``settings`` (the engine connects lazily)."""
-    url = settings.database_url.get_secret_value()
-    engine = create_engine(url, pool_size=settings.db_pool_size)
-    relaxed = driver_type(engine.dialect.name).relaxed_pool(url)
-    pool = None if settings.redis_url is None else RedisPool(settings.redis_url.get_secret_value())
-    announcer = None if pool is None else _lend_transport(settings, pool)
-    announce = None if announcer is None else _workflow_announcer(announcer)
-    return Parts(
-        store=SqlJobStore(engine, relaxed, announce=announce),
-        codec=PayloadCodec(max_bytes=settings.max_payload_bytes),
-        fleet=SqlFleetAdmin(engine),
-        redis=pool,
-        announcer=announcer,
-        replica=_replica(settings),
-    )
-
-
-#: ``application_name`` of the read replica's sessions (``pg_stat_activity`` tells them apart).
-READ_APPLICATION_NAME = "ledgerq-read"
-
-
-def _replica(settings: Settings) -> SqlJobStore | None:
-    """The store on ``DATABASE_READ_URL``, when set. Its pool is small: it serves an operator's
-    pages and commands, never the workers."""
-    if settings.database_read_url is None:
-        return None
-    engine = create_engine(
-        settings.database_read_url.get_secret_value(),
-        pool_size=min(settings.db_pool_size, 4),
-        application_name=READ_APPLICATION_NAME,
-    )
-    return SqlJobStore(engine)
-
-
-def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:
-    """After a workflow write committed: send the ids of the jobs its steps queued and signal
-    its new events. Either may fail harmlessly (the reconciler re-sends, readers poll)."""
-
-    def announce(commit: WorkflowCommit) -> None:
-        try:
-            if commit.hints:
-                transport.push(commit.hints)
-            if commit.workflow_ids:
-                transport.publish_workflow_events(sorted(commit.workflow_ids))
-        except errors.TransportError as exc:
-            log.info("could not announce a workflow change", error=str(exc))
-
-    return announce
 
 
 def workflow_signal(settings: Settings, parts: Parts) -> RedisTransport | None:
@@ -205,20 +75,7 @@ def redis_transport(
 ) -> RedisTransport:
     """A RedisTransport in the namespace of ``settings`` on the client of ``parts``' pool,
     closed with the pool if its user has not closed it by then."""
-    return _lend_transport(settings, redis_pool(parts), fallback)
-
-
-def _lend_transport(
-    settings: Settings, pool: RedisPool, fallback: PollingTransport | None = None
-) -> RedisTransport:
-    # The one place that imports the redis adapter's transport.
-    from ledgerq.transport.redis import RedisTransport
-
-    transport = RedisTransport(
-        pool.url, namespace=settings.namespace, fallback=fallback, client=pool.client()
-    )
-    pool.track(transport)
-    return transport
+    return lend_transport(settings, redis_pool(parts), fallback)
 
 
 def check_not_cluster(transport: RedisTransport) -> None:
