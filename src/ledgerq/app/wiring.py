@@ -31,6 +31,7 @@ from ledgerq.runtime.reconciler import ReconcilePolicy, Reconciler
 from ledgerq.runtime.worker import Worker
 from ledgerq.runtime.worker_setup import WorkerDeps, WorkerOptions
 from ledgerq.store.batch_store import SqlBatchStore
+from ledgerq.store.dialects import Pooler
 from ledgerq.store.drivers import driver_type
 from ledgerq.store.engine import LedgerEngine as LedgerEngine  # the type of app.engine
 from ledgerq.store.engine import create_engine
@@ -110,8 +111,9 @@ class Parts:
 def build_parts(settings: Settings) -> Parts:
     """Create the store and codec of ``settings`` (the engine connects lazily)."""
     url = settings.database_url.get_secret_value()
-    engine = create_engine(url, pool_size=settings.db_pool_size)
-    relaxed = driver_type(engine.dialect.name).relaxed_pool(url)
+    pooler = database_pooler(settings)
+    engine = create_engine(url, pool_size=settings.db_pool_size, pooler=pooler)
+    relaxed = driver_type(engine.dialect.name).relaxed_pool(url, pooler)
     pool = None if settings.redis_url is None else RedisPool(settings.redis_url.get_secret_value())
     announcer = None if pool is None else _lend_transport(settings, pool)
     announce = None if announcer is None else _workflow_announcer(announcer)
@@ -122,6 +124,14 @@ def build_parts(settings: Settings) -> Parts:
         redis=pool,
         announcer=announcer,
     )
+
+
+def database_pooler(settings: Settings) -> Pooler | None:
+    """The transaction-pooling proxy ``DATABASE_URL`` goes through (None: direct)."""
+    if settings.db_pooler == "none":
+        return None
+    direct = settings.database_direct_url
+    return Pooler(settings.db_pooler, None if direct is None else direct.get_secret_value())
 
 
 def _workflow_announcer(transport: RedisTransport) -> Callable[[WorkflowCommit], None]:
