@@ -35,8 +35,9 @@ MYSQL_URL = os.environ.get("LEDGERQ_TEST_MYSQL_URL", "mariadb://root@127.0.0.1:3
 BACKENDS = ("sqlite", "postgresql", "mysql")
 #: ``BACKENDS`` and PostgreSQL through PgBouncer (transaction pooling).
 POOLED_BACKENDS = (*BACKENDS, "pgbouncer")
-#: The direct URL of each ledger a test reaches through its PgBouncer, by PgBouncer URL.
-_POOLED: dict[str, str] = {}
+#: Each ledger a test reaches through its PgBouncer: the PgBouncer and the direct URL, by
+#: PgBouncer URL.
+_POOLED: dict[str, tuple[PgBouncer, str]] = {}
 
 
 def _unavailable(backend: str, exc: Exception) -> None:
@@ -77,7 +78,7 @@ def _pgbouncer_url(tag: str, tmp_path: Path) -> Iterator[str]:
     except BaseException:
         next(schema, None)
         raise
-    _POOLED[bouncer.url] = direct
+    _POOLED[bouncer.url] = (bouncer, direct)
     try:
         yield bouncer.url
     finally:
@@ -88,7 +89,13 @@ def _pgbouncer_url(tag: str, tmp_path: Path) -> Iterator[str]:
 
 def direct_url_of(url: str) -> str | None:
     """The URL that bypasses the PgBouncer of ``url`` (None: ``url`` is no PgBouncer's)."""
-    return _POOLED.get(url)
+    found = _POOLED.get(url)
+    return None if found is None else found[1]
+
+
+def pgbouncer_of(url: str) -> PgBouncer:
+    """The test's PgBouncer that ``url`` leads to."""
+    return _POOLED[url][0]
 
 
 def pooler_env(url: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psycopg
 import sqlalchemy as sa
 
 from tests.redis_server import free_port
@@ -28,6 +29,7 @@ class PgBouncer:
     def __init__(self, directory: Path, backend_url: str, schema: str, binary: str) -> None:
         backend = sa.make_url(backend_url)
         self.port = free_port()
+        self._user = backend.username
         self.url = f"postgresql://{backend.username}@127.0.0.1:{self.port}/ledger"
         directory.mkdir(parents=True, exist_ok=True)
         users = directory / "users.txt"
@@ -45,6 +47,7 @@ class PgBouncer:
             f"auth_type = trust\nauth_file = {users}\n"
             f"pool_mode = transaction\ndefault_pool_size = {POOL_SIZE}\n"
             "max_client_conn = 500\nserver_lifetime = 3600\n"
+            f"admin_users = {backend.username}\n"
         )
         # PgBouncer refuses to run as root; it reads its files before dropping to nobody.
         user = ["-u", "nobody"] if os.geteuid() == 0 else []
@@ -53,6 +56,16 @@ class PgBouncer:
             [binary, *user, str(config)], stdout=self._log, stderr=self._log
         )
         self._wait_listening()
+
+    def transactions(self) -> int:
+        """Transactions PgBouncer has passed to the ledger's database so far (``SHOW STATS``
+        on its admin console, which speaks only the simple query protocol)."""
+        console = f"postgresql://{self._user}@127.0.0.1:{self.port}/pgbouncer"
+        with psycopg.connect(console, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+            rows = conn.execute("SHOW STATS").fetchall()
+            names = [column.name for column in conn.execute("SHOW STATS").description or ()]
+        by_db = {row[0]: dict(zip(names, row, strict=True)) for row in rows}
+        return int(by_db["ledger"]["total_xact_count"])
 
     @staticmethod
     def binary() -> str | None:
