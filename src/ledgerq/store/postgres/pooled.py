@@ -74,9 +74,9 @@ def take_lease(conn: Connection, name: str, expires: sa.ColumnElement[Any]) -> b
         .values(token=t.c.token + 1, **held)
     ).rowcount
     if taken != 1:
-        first = postgresql.insert(t).values(name=name, token=1, **held)
+        insert = postgresql.insert(t).values(name=name, token=1, **held)
         # RETURNING: psycopg reports no rowcount for an INSERT ... ON CONFLICT here.
-        first = first.on_conflict_do_nothing().returning(t.c.name)
+        first = insert.on_conflict_do_nothing().returning(t.c.name)
         taken = 1 if conn.execute(first).first() is not None else 0
     if taken == 1:
         conn.info[f"lease:{name}"] = owner
