@@ -44,6 +44,10 @@ def engine_options(
         url = url.update_query_dict({"application_name": asked.application_name})
     defaults = {k: v for k, v in dead_peer.items() if k not in url.query}
     return url, {
+        # DB_POOL_SIZE, as on the other databases: the pooler's clients are cheap, but its
+        # max_client_conn must cover them (docs/operations.md, "Pool sizing").
+        "pool_size": asked.pool_size,
+        "max_overflow": asked.pool_size,
         "connect_args": {"prepare_threshold": None, **defaults},
         "execution_options": {POOLER_OPTION: pooler},
     }
