@@ -54,7 +54,9 @@ def test_workers_drain_through_pgbouncer_exactly_once(ledger: Make, procs: Procs
         assert "Traceback" not in worker.log()
 
 
-def test_a_pooler_left_unnamed_is_named_in_the_error(ledger: Make, procs: Procs) -> None:
+def test_a_pooler_left_unnamed_is_named_and_a_named_one_is_counted_right(
+    ledger: Make, procs: Procs
+) -> None:
     db = ledger("pgbouncer")
     done = procs.run(db.url, "queue", "stats", "--json")
     assert done.returncode != 0
@@ -64,3 +66,8 @@ def test_a_pooler_left_unnamed_is_named_in_the_error(ledger: Make, procs: Procs)
     told = procs.run(db.url, "queue", "stats", "--json", env=db.env)
     assert told.returncode == 0, told.stderr
     json.loads(told.stdout)
+
+    # Behind PgBouncer a worker opens only its LISTEN connection on the server itself.
+    pool = procs.run(db.url, "worker", "validate-pool", "--json", env=db.env)
+    assert pool.returncode == 0, pool.stderr
+    assert json.loads(pool.stdout)["fleet_connection_demand"] == 1
