@@ -26,7 +26,9 @@ class PgBouncer:
     PostgreSQL server of ``backend_url`` (its search_path is set on every server session).
     ``url`` is what clients connect to; ``backend_url`` bypasses the pooler."""
 
-    def __init__(self, directory: Path, backend_url: str, schema: str, binary: str) -> None:
+    def __init__(
+        self, directory: Path, backend_url: str, schema: str, binary: str, time_zone: str = ""
+    ) -> None:
         backend = sa.make_url(backend_url)
         self.port = free_port()
         self._user = backend.username
@@ -34,9 +36,11 @@ class PgBouncer:
         directory.mkdir(parents=True, exist_ok=True)
         users = directory / "users.txt"
         users.write_text(f'"{backend.username}" ""\n')
+        # ``time_zone``: every server session starts in it (a server whose default is not UTC).
+        zone = f"; SET TIME ZONE ''{time_zone}''" if time_zone else ""
         server = (
             f"host={backend.host} port={backend.port or 5432} dbname={backend.database}"
-            f" user={backend.username} connect_query='SET search_path TO {schema}'"
+            f" user={backend.username} connect_query='SET search_path TO {schema}{zone}'"
         )
         config = directory / "pgbouncer.ini"
         config.write_text(

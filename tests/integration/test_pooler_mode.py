@@ -4,8 +4,12 @@ next transaction to any session (the contract suite runs through a real PgBounce
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from datetime import UTC
+from pathlib import Path
 
+import psycopg
 import pytest
 
 from ledgerq.core.job import Claim, NewJob
@@ -14,6 +18,8 @@ from ledgerq.core.states import JobState as S
 from ledgerq.store.dialects import Pooler
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
+from tests.conftest import POSTGRES_URL
+from tests.pgbouncer_server import PgBouncer
 
 
 def _prepared_after_a_round(url: str, pooler: Pooler | None) -> int:
@@ -39,3 +45,29 @@ def test_only_direct_connections_prepare_statements(
 ) -> None:
     url = make_database_url("postgresql")
     assert (_prepared_after_a_round(url, pooler) > 0) is prepares
+
+
+def test_pooled_sessions_run_in_utc_on_every_server_session_they_get(
+    tmp_path: Path, make_database_url: Callable[[str], str]
+) -> None:
+    """The time zone is set once per client connection, and PgBouncer re-applies it on every
+    server session it lends that client, while a plain client of the same sessions keeps the
+    server's zone: nothing leaks either way."""
+    make_database_url("postgresql")  # skips, or fails under CI, without PostgreSQL
+    binary = PgBouncer.binary()
+    if binary is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("pgbouncer is not installed")
+        return
+    bouncer = PgBouncer(tmp_path / "tz", POSTGRES_URL, "public", binary, "America/New_York")
+    engine = create_engine(bouncer.url, pool_size=1, pooler=Pooler())
+    try:
+        with psycopg.connect(bouncer.url, autocommit=True) as plain, engine.connect() as conn:
+            for _ in range(3):  # the pool has 4 server sessions: the two clients share them
+                assert conn.exec_driver_sql("SHOW timezone").scalar() == "UTC"
+                assert conn.exec_driver_sql("SELECT now()").scalar().tzinfo == UTC
+                conn.commit()
+                zone = plain.execute("SHOW timezone").fetchone()
+                assert zone == ("America/New_York",)
+    finally:
+        engine.dispose()
+        bouncer.stop()
