@@ -4,6 +4,10 @@ Isolation: SQLite gets a file in the test's tmp_path, PostgreSQL a schema of its
 ``search_path``), MariaDB a database of its own; so tests run in parallel under xdist. URLs
 come from ``LEDGERQ_TEST_{POSTGRES,MYSQL}_URL``. A missing service skips locally and fails
 under ``CI``.
+
+``pgbouncer`` (not in ``BACKENDS``; suites that run through it add it, see
+tests/contract/conftest.py) is a PostgreSQL ledger reached through a private PgBouncer in
+transaction pooling mode; ``engine_for`` gives such a URL's engine the pooler mode.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ import secrets
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from ledgerq.store.dialects import Pooler
 from ledgerq.store.engine import create_engine
 from ledgerq.store.migrate import migrate
+from tests.pgbouncer_server import PgBouncer
 from tests.redis_server import RedisServer
 
 POSTGRES_URL = os.environ.get(
@@ -26,6 +33,11 @@ POSTGRES_URL = os.environ.get(
 )
 MYSQL_URL = os.environ.get("LEDGERQ_TEST_MYSQL_URL", "mariadb://root@127.0.0.1:3306/test")
 BACKENDS = ("sqlite", "postgresql", "mysql")
+#: ``BACKENDS`` and PostgreSQL through PgBouncer (transaction pooling).
+POOLED_BACKENDS = (*BACKENDS, "pgbouncer")
+#: Each ledger a test reaches through its PgBouncer: the PgBouncer and the direct URL, by
+#: PgBouncer URL.
+_POOLED: dict[str, tuple[PgBouncer, str]] = {}
 
 
 def _unavailable(backend: str, exc: Exception) -> None:
@@ -54,6 +66,54 @@ def _postgres_url(tag: str) -> Iterator[str]:
         admin.dispose()
 
 
+def _pgbouncer_url(tag: str, tmp_path: Path) -> Iterator[str]:
+    binary = PgBouncer.binary()
+    if binary is None:
+        _unavailable("PgBouncer", RuntimeError("pgbouncer is not installed (Debian: pgbouncer)"))
+        return
+    schema = _postgres_url(tag)
+    direct = next(schema)
+    try:
+        bouncer = PgBouncer(tmp_path / f"pgbouncer-{tag}", POSTGRES_URL, f"lq_{tag}", binary)
+    except BaseException:
+        next(schema, None)
+        raise
+    _POOLED[bouncer.url] = (bouncer, direct)
+    try:
+        yield bouncer.url
+    finally:
+        del _POOLED[bouncer.url]
+        bouncer.stop()
+        next(schema, None)
+
+
+def direct_url_of(url: str) -> str | None:
+    """The URL that bypasses the PgBouncer of ``url`` (None: ``url`` is no PgBouncer's)."""
+    found = _POOLED.get(url)
+    return None if found is None else found[1]
+
+
+def pgbouncer_of(url: str) -> PgBouncer:
+    """The test's PgBouncer that ``url`` leads to."""
+    return _POOLED[url][0]
+
+
+def pooler_env(url: str) -> dict[str, str]:
+    """The settings a ledgerq process needs for ``url`` beside ``LEDGERQ_DATABASE_URL``."""
+    direct = direct_url_of(url)
+    if direct is None:
+        return {}
+    return {"LEDGERQ_DB_POOLER": "pgbouncer", "LEDGERQ_DATABASE_DIRECT_URL": direct}
+
+
+def engine_for(url: str, **kwargs: Any) -> sa.Engine:
+    """``create_engine(url)``, in pooler mode (LISTEN over the direct URL) when ``url`` leads
+    to a test's PgBouncer."""
+    direct = direct_url_of(url)
+    pooler = None if direct is None else Pooler("pgbouncer", direct)
+    return create_engine(url, pooler=pooler, **kwargs)
+
+
 def _mysql_url(tag: str) -> Iterator[str]:
     admin = create_engine(MYSQL_URL)
     database = f"lq_{tag}"
@@ -80,6 +140,8 @@ def fresh_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / f'ledger-{tag}.db'}"
     elif backend == "postgresql":
         yield from _postgres_url(tag)
+    elif backend == "pgbouncer":
+        yield from _pgbouncer_url(tag, tmp_path)
     else:
         yield from _mysql_url(tag)
 
@@ -99,7 +161,7 @@ def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def database_url(empty_database_url: str) -> str:
     """A migrated, empty ledger of the current backend."""
-    engine = create_engine(empty_database_url)
+    engine = engine_for(empty_database_url)
     try:
         migrate(engine)
     finally:
@@ -116,7 +178,7 @@ def make_database_url(tmp_path: Path) -> Iterator[Callable[[str], str]]:
         generator = fresh_database_url(backend_name, tmp_path)
         url = next(generator)
         cleanups.append(generator)
-        engine = create_engine(url)
+        engine = engine_for(url)
         try:
             migrate(engine)
         finally:

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from ledgerq.store.engine import create_engine
 from ledgerq.store.tables import jobs
 from tests.acceptance import effects_app
+from tests.conftest import direct_url_of, pooler_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_REF = "tests.acceptance.effects_app:app"
@@ -35,9 +36,14 @@ class Ledger:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.engine = create_engine(url, pool_size=2)
+        # Through PgBouncer (backend ``pgbouncer``) the test reads over the direct URL, and
+        # the application enqueues through the pooler as workers run (``env``).
+        direct = direct_url_of(url)
+        self.env = pooler_env(url)
+        self.engine = create_engine(direct or url, pool_size=2)
         effects_app.metadata.create_all(self.engine)
-        self.effects = effects_app.make_app(database_url=url)
+        pooled = {k[len("LEDGERQ_") :].lower(): v for k, v in self.env.items()}
+        self.effects = effects_app.make_app(database_url=url, **pooled)
 
     def _rows(self, stmt: sa.Select[Any]) -> list[sa.Row[Any]]:
         with self.engine.connect() as conn:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -166,7 +167,11 @@ class EffectsApp:
 def make_app(**overrides: Any) -> EffectsApp:
     """A LedgerQ with the effect tasks; ``overrides`` are settings (e.g. ``database_url``)."""
     app = LedgerQ(**overrides)
-    url = app.settings.database_url.get_secret_value()
+    # Behind PgBouncer the effects (the tests' records, not ledgerq's traffic) go direct.
+    url = (
+        os.environ.get("LEDGERQ_TEST_EFFECTS_URL")
+        or (app.settings.database_direct_url or app.settings.database_url).get_secret_value()
+    )
 
     @app.task(name=RECORD_EFFECT, max_attempts=1)
     def record_effect(ctx: JobContext, key: str) -> str:

@@ -1,8 +1,9 @@
 """The registry of every implementation of each port, and the fixtures that run a contract
 module once per implementation (see README.md in this folder).
 
-Store ports run on every database of ``tests.conftest.BACKENDS`` through its ``backend``
-fixture; the other ports have their registry here. A new database or backend is one entry:
+Store ports run on every database of ``tests.conftest.POOLED_BACKENDS`` through the
+``backend`` fixture below (PostgreSQL directly and through PgBouncer in transaction pooling
+mode); the other ports have their registry here. A new database or backend is one entry:
 a name and a factory that builds the implementation for one test, isolated like the rest
 (a schema or database of its own, a private redis-server, a fresh queue or namespace).
 """
@@ -26,7 +27,6 @@ from ledgerq.core.locks import LockManager
 from ledgerq.core.operations import EventSink, FleetView, ProbeResult
 from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport, Waker, WorkflowSignal
 from ledgerq.metrics.prometheus import MetricsHub
-from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet_admin import SqlFleetAdmin
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.limit_store import SqlLimitStore
@@ -38,11 +38,17 @@ from ledgerq.transport.probe import RedisPingProbe
 from ledgerq.transport.redis import RedisTransport
 from ledgerq.transport.redis_limits import RedisRateLimiter
 from ledgerq.transport.redis_locks import RedisLockManager
-from tests.conftest import BACKENDS
+from tests.conftest import POOLED_BACKENDS, engine_for
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer, free_port
 
 Request = pytest.FixtureRequest
+
+
+@pytest.fixture(params=POOLED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each database in turn, and PostgreSQL through PgBouncer (``pgbouncer``)."""
+    return str(request.param)
 
 
 def _redis(request: Request) -> RedisServer:
@@ -52,7 +58,7 @@ def _redis(request: Request) -> RedisServer:
 
 def _engine(request: Request, backend: str) -> sa.Engine:
     """A fresh migrated ledger of ``backend``, disposed of after the test."""
-    made = create_engine(request.getfixturevalue("make_database_url")(backend))
+    made = engine_for(request.getfixturevalue("make_database_url")(backend))
     request.addfinalizer(made.dispose)
     return made
 
@@ -70,6 +76,14 @@ def _polling_woken(request: Request) -> Transport:
     return PollingTransport(PgNotifyWaker(engine, {f"wake-{secrets.token_hex(4)}"}))
 
 
+def _polling_pooled(request: Request) -> Transport:
+    """The ``dbpoll`` driver through PgBouncer: woken by LISTEN over the direct URL."""
+    engine = _engine(request, "pgbouncer")
+    waker = SqlJobStore(engine).dialect.waker({f"wake-{secrets.token_hex(4)}"}, lazy=False)
+    assert waker is not None, "a pooled ledger with a direct URL listens"
+    return PollingTransport(waker)
+
+
 def _redis_with_fallback(request: Request) -> Transport:
     """The ``redis`` driver as workers run it: polling the database while Redis is away."""
     return RedisTransport(_redis(request).url, namespace=_namespace(), fallback=PollingTransport())
@@ -78,6 +92,7 @@ def _redis_with_fallback(request: Request) -> Transport:
 TRANSPORTS: dict[str, Callable[[Request], Transport]] = {
     "polling": lambda request: PollingTransport(),
     "polling-pg-notify": _polling_woken,
+    "polling-pgbouncer-notify": _polling_pooled,
     "redis": lambda request: RedisTransport(_redis(request).url, namespace=_namespace()),
     "redis-with-fallback": _redis_with_fallback,
 }
@@ -173,18 +188,25 @@ class Wakeable:
     enqueue: Callable[[str], None]
 
 
-def _pg_notify(request: Request) -> Wakeable:
-    engine = _engine(request, "postgresql")
-    store = SqlJobStore(engine)
-    # The tests' ledgers share one PostgreSQL database and so its NOTIFYs: a queue of its own.
-    queue = f"wake-{secrets.token_hex(4)}"
-    waker = PgNotifyWaker(engine, {queue})
-    request.addfinalizer(waker.close)
+def _pg_notify(backend: str) -> Callable[[Request], Wakeable]:
+    """LISTEN/NOTIFY as ``backend``'s driver sets it up (through PgBouncer: NOTIFY passes
+    through the pooler, LISTEN goes over the direct URL)."""
 
-    def enqueue(name: str) -> None:
-        store.insert_jobs([new_job(name)])
+    def make(request: Request) -> Wakeable:
+        store = SqlJobStore(_engine(request, backend))
+        # The tests' ledgers share one PostgreSQL database and so its NOTIFYs: a queue of
+        # its own.
+        queue = f"wake-{secrets.token_hex(4)}"
+        waker = store.dialect.waker({queue}, lazy=False)
+        assert waker is not None
+        request.addfinalizer(waker.close)
 
-    return Wakeable(waker, queue, enqueue)
+        def enqueue(name: str) -> None:
+            store.insert_jobs([new_job(name)])
+
+        return Wakeable(waker, queue, enqueue)
+
+    return make
 
 
 def new_job(queue: str) -> NewJob:
@@ -193,7 +215,10 @@ def new_job(queue: str) -> NewJob:
 
 
 #: Implementations of Waker. SQLite and MariaDB have none: their fetchers poll.
-WAKERS: dict[str, Callable[[Request], Wakeable]] = {"postgresql-notify": _pg_notify}
+WAKERS: dict[str, Callable[[Request], Wakeable]] = {
+    "postgresql-notify": _pg_notify("postgresql"),
+    "pgbouncer-notify": _pg_notify("pgbouncer"),
+}
 
 
 @pytest.fixture(params=sorted(WAKERS))
@@ -238,7 +263,7 @@ class RateBackends:
 def _sql_rates(backend: str) -> Callable[[Request], RateBackends]:
     def make(request: Request) -> RateBackends:
         url = request.getfixturevalue("make_database_url")(backend)
-        engines = [create_engine(url), create_engine(url)]
+        engines = [engine_for(url), engine_for(url)]
         for made in engines:
             request.addfinalizer(made.dispose)
         first, second = (SqlLimitStore(e) for e in engines)
@@ -256,7 +281,7 @@ def _redis_rates(request: Request) -> RateBackends:
 
 
 RATE_BACKENDS: dict[str, Callable[[Request], RateBackends]] = {
-    **{backend: _sql_rates(backend) for backend in BACKENDS},
+    **{backend: _sql_rates(backend) for backend in POOLED_BACKENDS},
     "redis": _redis_rates,
 }
 
@@ -321,7 +346,7 @@ class Probes:
 
 def _database_probes(backend: str, unreachable: str) -> Callable[[Request], Probes]:
     def make(request: Request) -> Probes:
-        dead = create_engine(unreachable)
+        dead = engine_for(unreachable)
         request.addfinalizer(dead.dispose)
         up = SqlQueueControls(_engine(request, backend)).check_database
         return Probes(up, SqlQueueControls(dead).check_database)
@@ -338,6 +363,7 @@ def _redis_probes(request: Request) -> Probes:
 HEALTH_PROBES: dict[str, Callable[[Request], Probes]] = {
     "sqlite": _database_probes("sqlite", "sqlite:////nonexistent/ledger.db"),
     "postgresql": _database_probes("postgresql", "postgresql://nobody@127.0.0.1:1/none"),
+    "pgbouncer": _database_probes("pgbouncer", "postgresql://nobody@127.0.0.1:1/none"),
     "mysql": _database_probes("mysql", "mariadb://root@127.0.0.1:1/none"),
     "redis": _redis_probes,
 }
@@ -365,6 +391,6 @@ def event_sink(request: Request) -> EventSink:
 @pytest.fixture
 def engine(database_url: str) -> Iterator[sa.Engine]:
     """An engine on a fresh ledger of the current database (``backend``)."""
-    made = create_engine(database_url)
+    made = engine_for(database_url)
     yield made
     made.dispose()

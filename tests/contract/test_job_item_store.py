@@ -17,11 +17,11 @@ from ledgerq.core.job import Claim, Job, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
 from ledgerq.store.batch_store import SqlBatchStore
-from ledgerq.store.engine import create_engine
 from ledgerq.store.item_store import SqlJobItems
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.tables import job_items, jobs
+from tests.conftest import engine_for
 from tests.helpers import wait_until
 
 S = JobState
@@ -40,7 +40,7 @@ class Stores:
 
 @pytest.fixture
 def stores(database_url: str) -> Iterator[Stores]:
-    engine = create_engine(database_url)
+    engine = engine_for(database_url)
     job_store = SqlJobStore(engine)
     yield Stores(job_store, SqlJobItems(engine), SqlBatchStore(job_store), SqlLedgerRepair(engine))
     engine.dispose()

@@ -15,10 +15,10 @@ import sqlalchemy as sa
 from ledgerq.core.job import Claim, Job, JobHint, NewJob, as_utc
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
-from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.repair import SqlLedgerRepair
 from ledgerq.store.tables import idempotency_keys, job_assignments, jobs
+from tests.conftest import engine_for
 from tests.helpers import wait_until
 
 S = JobState
@@ -265,7 +265,7 @@ def test_exclusive_locks_of_two_ledgers_in_one_server_are_their_own(
     ledgers (a schema, or a database, each) must not hold each other's reconciler lock."""
     if backend == "sqlite":
         pytest.skip("SQLite takes no lock (one host, every repair safe to repeat)")
-    engines = [create_engine(make_database_url(backend)) for _ in range(2)]
+    engines = [engine_for(make_database_url(backend)) for _ in range(2)]
     try:
         first, second = (SqlLedgerRepair(made) for made in engines)
         with first.exclusive("reconcile-test") as held_here:

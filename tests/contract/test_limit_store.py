@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from ledgerq.core import limits as lim
 from ledgerq.core.job import Claim, NewJob
 from ledgerq.core.states import JobState
-from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.limit_store import SqlLimitStore
+from tests.conftest import engine_for
 
 BREAKER = lim.Breaker(failures=2, reset_after=0.5)
 
@@ -24,7 +24,7 @@ BREAKER = lim.Breaker(failures=2, reset_after=0.5)
 def stores(
     engine: sa.Engine, database_url: str
 ) -> Iterator[tuple[SqlJobStore, SqlLimitStore, SqlLimitStore]]:
-    other = create_engine(database_url)
+    other = engine_for(database_url)
     yield SqlJobStore(engine), SqlLimitStore(engine), SqlLimitStore(other)
     other.dispose()
 

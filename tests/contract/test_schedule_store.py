@@ -22,16 +22,16 @@ from ledgerq.core.schedules import (
 )
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.runtime.scheduler import Scheduler, SchedulerOptions, job_for
-from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.schedule_store import SqlScheduleStore
 from ledgerq.store.tables import jobs, schedule_runs, schedules
 from ledgerq.transport.polling import PollingTransport
+from tests.conftest import engine_for
 
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[SqlScheduleStore]:
-    engine = create_engine(database_url, pool_size=4)
+    engine = engine_for(database_url, pool_size=4)
     yield SqlScheduleStore(SqlJobStore(engine))
     engine.dispose()
 

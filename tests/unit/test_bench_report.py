@@ -344,3 +344,16 @@ def test_the_outage_backend_points_its_workers_at_a_closed_redis_port(tmp_path: 
     host, port = "127.0.0.1", int(bench_runner.OUTAGE_REDIS_URL.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
         probe.connect((host, port))  # nothing listens there: every Redis call fails at once
+
+
+def test_the_pgbouncer_backend_runs_its_workers_in_pooler_mode(tmp_path: Path) -> None:
+    assert bench_cmd.parse_backends("pgbouncer") == ["postgresql-pgbouncer"]
+    target = bench_runner.ledgerq_target(
+        "postgresql-pgbouncer", "postgresql://h:6432/db", tmp_path, "postgresql://h:5432/db"
+    )
+    assert target.key == "ledgerq_postgresql_pgbouncer"
+    assert target.env["LEDGERQ_DATABASE_URL"] == "postgresql://h:6432/db"
+    assert target.env["LEDGERQ_DB_POOLER"] == "pgbouncer"
+    assert target.env["LEDGERQ_DATABASE_DIRECT_URL"] == "postgresql://h:5432/db"
+    plain = bench_runner.ledgerq_target("postgresql", "postgresql://h:5432/db", tmp_path)
+    assert "LEDGERQ_DB_POOLER" not in plain.env

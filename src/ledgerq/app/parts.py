@@ -18,6 +18,7 @@ from ledgerq.core.ports import FinishSignal, Transport
 from ledgerq.core.schema import MigrationStatus
 from ledgerq.core.workflow import WorkflowCommit
 from ledgerq.store.batch_store import SqlBatchStore
+from ledgerq.store.dialects import Pooler
 from ledgerq.store.drivers import driver_type
 from ledgerq.store.engine import create_engine
 from ledgerq.store.fleet_admin import SqlFleetAdmin
@@ -109,8 +110,9 @@ class Parts:
 def build_parts(settings: Settings) -> Parts:
     """Create the store and codec of ``settings`` (the engine connects lazily)."""
     url = settings.database_url.get_secret_value()
-    engine = create_engine(url, pool_size=settings.db_pool_size)
-    relaxed = driver_type(engine.dialect.name).relaxed_pool(url)
+    pooler = database_pooler(settings)
+    engine = create_engine(url, pool_size=settings.db_pool_size, pooler=pooler)
+    relaxed = driver_type(engine.dialect.name).relaxed_pool(url, pooler)
     pool = None if settings.redis_url is None else RedisPool(settings.redis_url.get_secret_value())
     announcer = None if pool is None else lend_transport(settings, pool)
     announce = None if announcer is None else _workflow_announcer(announcer)
@@ -122,6 +124,14 @@ def build_parts(settings: Settings) -> Parts:
         announcer=announcer,
         replica=_replica(settings),
     )
+
+
+def database_pooler(settings: Settings) -> Pooler | None:
+    """The transaction-pooling proxy ``DATABASE_URL`` goes through (None: direct)."""
+    if settings.db_pooler == "none":
+        return None
+    direct = settings.database_direct_url
+    return Pooler(settings.db_pooler, None if direct is None else direct.get_secret_value())
 
 
 #: ``application_name`` of the read replica's sessions (``pg_stat_activity`` tells them apart).

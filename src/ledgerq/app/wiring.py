@@ -15,6 +15,7 @@ import structlog
 from ledgerq.app.parts import READ_APPLICATION_NAME as READ_APPLICATION_NAME
 from ledgerq.app.parts import Parts as Parts
 from ledgerq.app.parts import build_parts as build_parts
+from ledgerq.app.parts import database_pooler as database_pooler
 from ledgerq.app.parts import lend_transport
 from ledgerq.app.spool_wiring import build_spool
 from ledgerq.config.settings import Settings

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from ledgerq.app.task import Task
 from ledgerq.benchmark import bench_tasks
 from ledgerq.store.engine import create_engine
@@ -60,6 +62,10 @@ def _create_database() -> None:
     """Create the bench database if it is missing (PostgreSQL, MariaDB) or its folder (SQLite)."""
     url = bench_tasks.app.parts.store.engine.url
     name = url.database or ""
+    direct = bench_tasks.app.settings.database_direct_url
+    if direct is not None:  # behind PgBouncer: its database is created over the direct URL
+        url = sa.make_url(direct.get_secret_value())
+        name = url.database or ""
     if BACKEND == "sqlite":
         if name and name != ":memory:":
             Path(name).parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,8 @@ DEFAULT_URLS = {
     "mysql": "mariadb://root@127.0.0.1:3306/ledgerq_bench",
     "postgresql-redis": "postgresql://postgres@127.0.0.1:5432/ledgerq_bench",
     "postgresql-redis-down": "postgresql://postgres@127.0.0.1:5432/ledgerq_bench",
+    # PgBouncer's default port, in front of the ``postgresql`` ledger (``--pgbouncer-url``).
+    "postgresql-pgbouncer": "postgresql://postgres@127.0.0.1:6432/ledgerq_bench",
 }
 _LABELS = {
     "postgresql": "postgresql",
@@ -40,6 +42,7 @@ _LABELS = {
     "mysql": "mariadb",
     "postgresql-redis": "postgresql_redis",
     "postgresql-redis-down": "postgresql_redis_down",
+    "postgresql-pgbouncer": "postgresql_pgbouncer",
 }
 #: The Redis transport of the ``postgresql-redis`` backend: its own database number and
 #: namespace, apart from the harness's bookkeeping (db 15).
@@ -78,10 +81,13 @@ class Target:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-def ledgerq_target(backend: str, url: str, peers_dir: Path) -> Target:
+def ledgerq_target(
+    backend: str, url: str, peers_dir: Path, direct_url: str | None = None
+) -> Target:
     """ledgerq on ``backend`` (postgresql, sqlite, mysql, postgresql-redis: the PostgreSQL
-    ledger with the Redis transport, or postgresql-redis-down: the same while Redis is
-    unreachable), run with this interpreter."""
+    ledger with the Redis transport, postgresql-redis-down: the same while Redis is
+    unreachable, or postgresql-pgbouncer: ``url`` is a PgBouncer in transaction pooling mode
+    in front of the ledger at ``direct_url``), run with this interpreter."""
     path = os.pathsep.join(filter(None, [str(peers_dir), os.environ.get("PYTHONPATH")]))
     env = {
         "LEDGERQ_DATABASE_URL": url.format(scratch=peers_dir.parent),
@@ -92,6 +98,10 @@ def ledgerq_target(backend: str, url: str, peers_dir: Path) -> Target:
         env.update(LEDGERQ_REDIS_URL=BENCH_REDIS_URL, LEDGERQ_NAMESPACE="ledgerq-bench")
     elif backend.endswith("-redis-down"):
         env.update(LEDGERQ_REDIS_URL=OUTAGE_REDIS_URL, LEDGERQ_NAMESPACE="ledgerq-bench")
+    elif backend.endswith("-pgbouncer"):
+        env["LEDGERQ_DB_POOLER"] = "pgbouncer"
+        if direct_url is not None:  # LISTEN, and creating the database
+            env["LEDGERQ_DATABASE_DIRECT_URL"] = direct_url
     key = f"ledgerq_{_LABELS[backend]}"
     env["BENCH_LEDGERQ_NAME"] = key
     argv = (sys.executable, "-m", "ledgerq.benchmark.bench_ledgerq")

@@ -116,6 +116,15 @@ class Settings(BaseSettings):
     """Seconds a stopping worker gives in-flight jobs before putting them back. Defaults to 30."""
     db_pool_size: int = Field(default=10, ge=1, le=200)
     """Connections per process in the database pool. Defaults to 10."""
+    db_pooler: Literal["none", "pgbouncer"] = "none"
+    """``pgbouncer``: ``DATABASE_URL`` leads to PgBouncer in transaction pooling mode (or a
+    pooler like it), so no connection relies on session state: no prepared statements, no
+    session settings or locks, LISTEN only over ``DATABASE_DIRECT_URL`` (see
+    docs/operations.md). PostgreSQL only. Defaults to none."""
+    database_direct_url: SecretStr | None = None
+    """With ``DB_POOLER=pgbouncer``: a URL of the same database that bypasses the pooler, used
+    only by the one LISTEN connection per process that wakes idle workers; unset, idle workers
+    poll every ``POLL_INTERVAL``. Defaults to unset."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Least severe log level shown. Defaults to INFO."""
     log_format: Literal["json", "text"] = "text"
@@ -181,6 +190,15 @@ class Settings(BaseSettings):
     def _check_spool_redis(self) -> Settings:
         if self.spool == "redis" and self.redis_url is None:
             raise ValueError("spool=redis needs redis_url (LEDGERQ_REDIS_URL)")
+        return self
+
+    @model_validator(mode="after")
+    def _check_direct_url(self) -> Settings:
+        if self.database_direct_url is not None and self.db_pooler == "none":
+            raise ValueError(
+                "database_direct_url is only used with db_pooler=pgbouncer (it carries LISTEN"
+                " past the pooler); set LEDGERQ_DB_POOLER or unset it"
+            )
         return self
 
     @model_validator(mode="after")

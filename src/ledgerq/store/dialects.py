@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
+from ledgerq.core import errors
 from ledgerq.core.ports import FinishSignal, Waker
 from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import job_assignments, jobs
@@ -31,6 +32,28 @@ class EngineSettings:
     relaxed: bool = False
     generic_plans: bool = False
     application_name: str | None = None
+    pooler: Pooler | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pooler:
+    """The ledger's connections go through a transaction-pooling proxy (PgBouncer): each
+    transaction may run on another server session, so nothing may rely on session state
+    (prepared statements, session settings and advisory locks, LISTEN). ``direct_url``: a URL
+    of the same database that bypasses the proxy, for LISTEN (None: idle workers poll)."""
+
+    kind: str = "pgbouncer"
+    direct_url: str | None = None
+
+
+#: Engine execution option carrying an engine's ``Pooler`` (absent: direct connections).
+POOLER_OPTION = "ledgerq_pooler"
+
+
+def pooler_of(engine: sa.Engine) -> Pooler | None:
+    """The ``Pooler`` that ``engine`` was created with (None: it connects directly)."""
+    found = engine.get_execution_options().get(POOLER_OPTION)
+    return found if isinstance(found, Pooler) else None
 
 
 class Sessions(Protocol):
@@ -66,7 +89,12 @@ class Dialect:
 
     @classmethod
     def engine_options(cls, url: sa.URL, asked: EngineSettings) -> tuple[sa.URL, dict[str, Any]]:
-        """The URL and ``sa.create_engine`` options of an engine (see ``create_engine``)."""
+        """The URL and ``sa.create_engine`` options of an engine (see ``create_engine``);
+        ``ConfigError`` if this database cannot run behind the asked pooler."""
+        if asked.pooler is not None:
+            raise errors.ConfigError(
+                f"LEDGERQ_DB_POOLER={asked.pooler.kind} needs a PostgreSQL database URL"
+            )
         return url, {"pool_size": asked.pool_size, "max_overflow": asked.pool_size}
 
     @classmethod
@@ -74,7 +102,7 @@ class Dialect:
         """Set up a new engine (event listeners)."""
 
     @classmethod
-    def relaxed_pool(cls, url: str) -> sa.Engine | None:
+    def relaxed_pool(cls, url: str, pooler: Pooler | None = None) -> sa.Engine | None:
         """A small engine for claims and heartbeats whose commits do not wait for the disk,
         if this database has such a setting (None: the store's engine serves them)."""
         return None

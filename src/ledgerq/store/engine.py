@@ -9,7 +9,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ledgerq.core import errors
 from ledgerq.core.redaction import mask_url
-from ledgerq.store.dialects import EngineSettings
+from ledgerq.store.dialects import EngineSettings, Pooler
 from ledgerq.store.drivers import driver_type, known_database
 
 #: The type of a ledger's engine, named for the layers above that may not import SQLAlchemy.
@@ -50,17 +50,19 @@ def create_engine(
     relaxed: bool = False,
     generic_plans: bool = False,
     application_name: str | None = None,
+    pooler: Pooler | None = None,
 ) -> sa.Engine:
     """Create an engine for ``url`` with its driver's settings applied.
 
     ``relaxed``, ``generic_plans`` and ``application_name`` apply to PostgreSQL only (see
     ``PostgresDriver.engine_options``): commits that do not wait for the WAL flush, for claims
     and heartbeats; prepared statements planned once for all parameter values; the sessions'
-    name.
+    name. ``pooler``: the URL leads to a transaction-pooling proxy (PgBouncer; PostgreSQL
+    only, else ``ConfigError``), so the engine relies on no session state (see ``Pooler``).
     """
     parsed = normalize_url(url)
     driver = driver_type(parsed.get_backend_name())
-    asked = EngineSettings(pool_size, relaxed, generic_plans, application_name)
+    asked = EngineSettings(pool_size, relaxed, generic_plans, application_name, pooler)
     parsed, options = driver.engine_options(parsed, asked)
     # No pre-ping: it costs a round trip per checkout on the hot path. A dropped connection
     # fails one call (StoreUnavailable), SQLAlchemy discards the pool, and callers retry.

@@ -18,6 +18,18 @@ from ledgerq.store.drivers import driver_for
 from ledgerq.store.engine import READ_ONLY_OPTION
 
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
+#: What PgBouncer answers to the session settings of a direct connection.
+_POOLER_REFUSAL = "unsupported startup parameter"
+
+
+def unavailable(detail: str) -> errors.StoreUnavailable:
+    """The database could not be used; names the fix when a pooler refused the connection."""
+    if _POOLER_REFUSAL in detail:
+        detail += (
+            " (a connection pooler such as PgBouncer refused the session settings:"
+            " set LEDGERQ_DB_POOLER=pgbouncer)"
+        )
+    return errors.StoreUnavailable(f"database unavailable: {detail}")
 
 
 def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
@@ -28,7 +40,7 @@ def translate_error(exc: sa.exc.DBAPIError) -> errors.StoreError:
             f"the ledger's tables are missing ({detail}): run `ledgerq db migrate`"
         )
     if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
-        return errors.StoreUnavailable(f"database unavailable: {detail}")
+        return unavailable(detail)
     return errors.StoreError(f"database error: {detail}")
 
 

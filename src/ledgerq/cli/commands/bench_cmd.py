@@ -32,6 +32,7 @@ _BACKEND_ALIASES = {
     "pgredis": "postgresql-redis",
     "redis-down": "postgresql-redis-down",
     "outage": "postgresql-redis-down",
+    "pgbouncer": "postgresql-pgbouncer",
 }
 
 
@@ -60,7 +61,8 @@ def parse_backends(value: str) -> list[str]:
     if unknown or not found:
         raise BenchError(
             f"unknown backend(s) {', '.join(unknown) or '(none)'}:"
-            " choose from postgresql, sqlite, mysql, postgresql-redis, postgresql-redis-down"
+            " choose from postgresql, sqlite, mysql, postgresql-redis, postgresql-redis-down,"
+            " postgresql-pgbouncer"
         )
     return list(dict.fromkeys(found))
 
@@ -89,7 +91,8 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
     default="postgresql,postgresql-redis,postgresql-redis-down,sqlite,mysql",
     show_default=True,
     help="ledgerq's ledgers (postgresql-redis: PostgreSQL with the Redis transport;"
-    " postgresql-redis-down: the same with Redis unreachable, for the outage target).",
+    " postgresql-redis-down: the same with Redis unreachable, for the outage target;"
+    " postgresql-pgbouncer: the PostgreSQL ledger through --pgbouncer-url).",
 )
 @click.option(
     "--trials", type=click.IntRange(1, 20), default=1, show_default=True, help="Median of K trials."
@@ -135,6 +138,13 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
     envvar="LEDGERQ_BENCH_POSTGRES_URL",
     default=bench_runner.DEFAULT_URLS["postgresql"],
     show_default=True,
+)
+@click.option(
+    "--pgbouncer-url",
+    envvar="LEDGERQ_BENCH_PGBOUNCER_URL",
+    default=bench_runner.DEFAULT_URLS["postgresql-pgbouncer"],
+    show_default=True,
+    help="A PgBouncer (transaction pooling) in front of --postgres-url's database.",
 )
 @click.option(
     "--mysql-url",
@@ -219,10 +229,12 @@ def _ledgerq_targets(
         "postgresql-redis": options["postgres_url"],
         "postgresql-redis-down": options["postgres_url"],
         "mysql": options["mysql_url"],
+        "postgresql-pgbouncer": options["pgbouncer_url"],
     }
     ready = []
     for backend in backends:
-        target = bench_runner.ledgerq_target(backend, urls[backend], bench.peers_dir)
+        direct = options["postgres_url"] if backend == "postgresql-pgbouncer" else None
+        target = bench_runner.ledgerq_target(backend, urls[backend], bench.peers_dir, direct)
         with note.status(f"preparing {display_name(target.key)} (create database, migrate)"):
             result = bench.setup(target)
         if "error" in result:

@@ -58,15 +58,25 @@ def validate_pool(cli: CliContext) -> int:
             f"DB_POOL_SIZE {settings.db_pool_size} (x2 with overflow) is below the"
             f" {WORKER_SERVICE_CONNECTIONS} connections a worker's services may hold"
         )
-    demand = max(len(workers), 1) * settings.db_pool_size * 2
+    per_worker = _server_connections_per_worker(settings)
+    demand = max(len(workers), 1) * per_worker
     limit = probe["max_connections"]
     if isinstance(limit, int) and demand > limit:
         problems.append(
-            f"{max(len(workers), 1)} worker(s) x {settings.db_pool_size * 2} connections"
+            f"{max(len(workers), 1)} worker(s) x {per_worker} connections"
             f" = {demand} exceeds the server's max_connections {limit}"
         )
     facts = {**probe, "active_workers": len(workers), "fleet_connection_demand": demand}
     return _report(cli, problems, facts)
+
+
+def _server_connections_per_worker(settings: Settings) -> int:
+    """Server connections one worker process may open: its pool with overflow; behind
+    PgBouncer only its direct LISTEN connection (the pooler's own pool, ``default_pool_size``,
+    bounds the rest whatever the number of workers)."""
+    if settings.db_pooler == "none":
+        return settings.db_pool_size * 2
+    return 0 if settings.database_direct_url is None else 1
 
 
 def config_problems(settings: Settings) -> list[str]:

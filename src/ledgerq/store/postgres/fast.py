@@ -12,7 +12,10 @@ cheaper for a short id array than the generic plan, which assumes a longer one),
 planning doubled the claim: 0.33 ms for one id at p50 against 0.18 ms planned once (see
 docs/architecture.md, "The hinted claim is planned once"). The plan
 is the same for any ids (primary key lookups). The claim by query keeps custom plans: its
-generic plan cannot use the partial index of queued jobs and scans the whole table."""
+generic plan cannot use the partial index of queued jobs and scans the whole table.
+
+Behind a transaction-pooling proxy (``prepare=False``, see ``pooled.py``) nothing is
+prepared and the generic-plan pool is not used: unprepared statements are planned per call."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import sqlalchemy as sa
 from psycopg.rows import dict_row
 
 from ledgerq.core import errors
+from ledgerq.store import transactions
 from ledgerq.store.engine import create_engine
 
 #: ``application_name`` of the sessions that plan their statements generically (visible in
@@ -35,10 +39,14 @@ GENERIC_PLANS_NAME = "ledgerq-claim-ids"
 
 class FastStatements:
     """Runs compiled statements on the pools of ``engine`` (durable) and ``relaxed_engine``
-    (claims and heartbeats: commits that need not wait for the disk)."""
+    (claims and heartbeats: commits that need not wait for the disk); ``prepare``: whether
+    statements are prepared on the server (not through a transaction-pooling proxy)."""
 
-    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+    def __init__(
+        self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None, *, prepare: bool = True
+    ) -> None:
         self._engine = engine
+        self._prepare = prepare
         self._relaxed = relaxed_engine or engine
         self._compiled: dict[int, tuple[Any, str, dict[str, Any]]] = {}
         self._generic: sa.Engine | None = None
@@ -58,9 +66,10 @@ class FastStatements:
         """Execute ``statement`` with ``params``; return its rows as dicts. ``generic_plans``:
         on the relaxed pool whose sessions plan each statement once (see the module)."""
         sql, fixed = self._compile(statement)
-        engine = self._generic_engine() if generic_plans else self._pick(relaxed)
+        generic = generic_plans and self._prepare
+        engine = self._generic_engine() if generic else self._pick(relaxed or generic_plans)
         with self._cursor(engine, dict_row) as cursor:
-            cursor.execute(sql, {**fixed, **params}, prepare=True)
+            cursor.execute(sql, {**fixed, **params}, prepare=self._prepare)
             return cursor.fetchall() if _returned_rows(cursor) else []
 
     def rows(
@@ -69,7 +78,7 @@ class FastStatements:
         """Execute ``statement`` with ``params``; return its rows as tuples."""
         sql, fixed = self._compile(statement)
         with self._cursor(self._pick(relaxed), None) as cursor:
-            cursor.execute(sql, {**fixed, **params}, prepare=True)
+            cursor.execute(sql, {**fixed, **params}, prepare=self._prepare)
             return cursor.fetchall() if _returned_rows(cursor) else []
 
     def dispose(self) -> None:
@@ -144,7 +153,7 @@ def _returned_rows(cursor: Any) -> bool:
 def _translate(exc: BaseException) -> errors.StoreError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return errors.StoreUnavailable(f"database unavailable: {detail}")
+        return transactions.unavailable(detail)
     if "does not exist" in detail:
         return errors.StoreError(
             f"the ledger's tables are missing ({detail}): run `ledgerq db migrate`"

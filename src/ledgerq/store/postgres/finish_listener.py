@@ -34,10 +34,13 @@ class PgFinishedSignal:
     ``*``), and a ``job_waiters`` row per wait. A lost connection only costs latency: waiters
     still re-read their job."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, listen_engine: sa.Engine | None = None) -> None:
+        """``listen_engine``: where the listening connection goes, when not ``engine``'s
+        database URL (behind a transaction-pooling proxy, its direct URL)."""
         self._engine = engine
         self._keys: dict[threading.Event, str] = {}
-        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        listen = listen_engine or engine
+        args, kwargs = listen.dialect.create_connect_args(listen.url)
         kwargs.pop("context", None)
         self._connect_args: tuple[Any, ...] = tuple(args)
         self._connect_kwargs: dict[str, Any] = {

@@ -15,8 +15,16 @@ from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
 from ledgerq.core.ports import FinishSignal, Waker
-from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
+from ledgerq.store.dialects import (
+    Dialect,
+    EngineSettings,
+    Pooler,
+    Sessions,
+    insert_or_skip_with,
+    pooler_of,
+)
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
+from ledgerq.store.postgres import pooled
 from ledgerq.store.postgres import statements as pg
 from ledgerq.store.postgres.fast import FastStatements
 from ledgerq.store.postgres.listener import PG_DEAD_PEER_DEFAULTS, PgNotifyWaker
@@ -27,7 +35,7 @@ from ledgerq.store.tables import jobs
 
 #: Dead rows in ``jobs`` (per pg_stat) above which a worker vacuums the table itself.
 MAINTAIN_DEAD_TUPLES = 20_000
-_MAINTAIN_LOCK = 0x6C65_6467  # "ledg": an arbitrary, fixed advisory-lock key
+_MAINTAIN_LOCK = "ledgerq.maintain"
 _PG_DEAD_TUPLES = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')"
 # VACUUM needs the table's owner (or the database's, or a superuser; PostgreSQL 17 adds the
 # MAINTAIN privilege). Anyone else gets only a WARNING and nothing is done, so ask first.
@@ -51,8 +59,11 @@ class PostgresDriver(Dialect):
                 f"PostgreSQL needs the psycopg (3) driver, not {engine.dialect.driver!r}:"
                 " use a postgresql:// or postgresql+psycopg:// URL"
             )
+        #: The transaction-pooling proxy the connections go through (None: direct).
+        self.pooler = pooler_of(engine)
         #: The hot path's executor (see ``fast.py``).
-        self.fast = FastStatements(engine, relaxed_engine)
+        self.fast = FastStatements(engine, relaxed_engine, prepare=self.pooler is None)
+        self._direct: sa.Engine | None = None
 
     @classmethod
     def rewrite_url_text(cls, url: str) -> str:
@@ -86,7 +97,12 @@ class PostgresDriver(Dialect):
         ``datetime.UTC`` itself, and a claimed job's seven timestamps need no conversion (in
         any other zone, ``Etc/UTC`` included, psycopg and ``Job.from_row`` converted each one:
         about a third of a claim's client CPU). ``timestamptz`` values are instants either way.
+
+        ``asked.pooler``: none of these session settings, no prepared statements (see
+        ``pooled.py``).
         """
+        if asked.pooler is not None:
+            return pooled.engine_options(url, asked, asked.pooler, PG_DEAD_PEER_DEFAULTS)
         existing = url.query.get("options", "")
         existing = existing if isinstance(existing, str) else " ".join(existing)
         wanted = [
@@ -107,16 +123,36 @@ class PostgresDriver(Dialect):
         return url, {"connect_args": {"prepare_threshold": 0, **defaults}}
 
     @classmethod
-    def relaxed_pool(cls, url: str) -> sa.Engine | None:
-        return create_engine(url, pool_size=2, relaxed=True)
+    def configure_engine(cls, engine: sa.Engine) -> None:
+        if pooler_of(engine) is not None:
+            pooled.configure_engine(engine)
+
+    @classmethod
+    def relaxed_pool(cls, url: str, pooler: Pooler | None = None) -> sa.Engine | None:
+        # Behind a pooler a session setting would stay on one server session: none.
+        return None if pooler is not None else create_engine(url, pool_size=2, relaxed=True)
+
+    def _listen_engine(self) -> sa.Engine | None:
+        """Where LISTEN connects: the store's database, or behind a pooler its direct URL
+        (None: there is none, so waiters poll)."""
+        if self.pooler is None:
+            return self.engine
+        if self.pooler.direct_url is None:
+            return None
+        if self._direct is None:
+            # Only its connect arguments are used: the listeners open their own connection.
+            self._direct = create_engine(self.pooler.direct_url, pool_size=1)
+        return self._direct
 
     def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
-        return PgNotifyWaker(self.engine, queues, lazy=lazy)
+        listen = self._listen_engine()
+        return None if listen is None else PgNotifyWaker(listen, queues, lazy=lazy)
 
     def finished_signal(self) -> FinishSignal | None:
         from ledgerq.store.postgres.finish_listener import PgFinishedSignal
 
-        return PgFinishedSignal(self.engine)
+        listen = self._listen_engine()
+        return None if listen is None else PgFinishedSignal(self.engine, listen)
 
     def now(self) -> sa.ColumnElement[Any]:
         return sa.func.clock_timestamp()
@@ -231,12 +267,12 @@ class PostgresDriver(Dialect):
                     f"role {user} does not own table jobs, so it may not vacuum it"
                     " (autovacuum still does)"
                 )
-            if not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({_MAINTAIN_LOCK})").scalar():
+            if not self.try_lock(conn, _MAINTAIN_LOCK):
                 return False
             try:
                 conn.exec_driver_sql("VACUUM (ANALYZE) jobs")
             finally:
-                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MAINTAIN_LOCK})")
+                self.unlock(conn, _MAINTAIN_LOCK)
         return True
 
     @staticmethod
@@ -252,10 +288,16 @@ class PostgresDriver(Dialect):
         return PostgresStats()
 
     def try_lock(self, conn: Connection, name: str) -> bool:
+        if self.pooler is not None:  # a session lock would stay on one server session
+            expires = self.now_plus(sa.literal(pooled.LEASE_SECONDS, sa.Float))
+            return pooled.take_lease(conn, name, expires)
         key = self._lock_key(conn, name)
         return bool(conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
 
     def unlock(self, conn: Connection, name: str) -> None:
+        if self.pooler is not None:
+            pooled.drop_lease(conn, name)
+            return
         conn.execute(sa.select(sa.func.pg_advisory_unlock(self._lock_key(conn, name))))
 
     @staticmethod
