@@ -131,6 +131,8 @@ class PgFinishedSignal:
                     *self._connect_args, autocommit=True, **self._connect_kwargs
                 ) as conn:
                     conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+                    # Ledgers in other schemas of the database notify the same channel.
+                    schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
                     # Completions may have committed while it was not listening; woken
                     # before ``watch`` returns, so a caller may clear its event after it.
                     self._wake(None)
@@ -138,7 +140,9 @@ class PgFinishedSignal:
                     backoff = 0.1
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self._wake(_ids(note.payload))
+                            ids = _ids(note.payload, schema)
+                            if ids is None or ids:
+                                self._wake(ids)
             except psycopg.Error as exc:
                 self._listening.clear()
                 log.info("cannot listen for finished jobs; waits poll", error=str(exc))
@@ -147,9 +151,13 @@ class PgFinishedSignal:
         self._listening.clear()
 
 
-def _ids(payload: str) -> set[int] | None:
-    """The ids a notification names; None (every waiter) for ``*`` or anything unreadable."""
+def _ids(payload: str, schema: str) -> set[int] | None:
+    """The ids of this ledger's jobs a notification (``<schema>:<id>``) names: empty for another
+    schema's; None (every waiter) for anything unreadable."""
+    owner, _, job_id = payload.rpartition(":")
+    if owner != schema:
+        return set() if owner else None
     try:
-        return {int(part) for part in payload.split(",")}
+        return {int(job_id)}
     except ValueError:
         return None

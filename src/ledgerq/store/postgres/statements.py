@@ -14,8 +14,8 @@ from ledgerq.store.tables import jobs
 
 #: The LISTEN/NOTIFY channel that wakes idle workers; the payload is the queue name.
 NOTIFY_CHANNEL = "ledgerq_jobs"
-#: The channel a group completion notifies with the id of each finished job a producer waits
-#: on (``app.jobs.wait``).
+#: The channel a group completion notifies with each finished job a producer waits on
+#: (``app.jobs.wait``), as ``<schema>:<id>`` (ledgers in other schemas share the channel).
 FINISHED_CHANNEL = "ledgerq_finished"
 
 # Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
@@ -127,7 +127,8 @@ COMPLETE_GROUP = sa.text(
     # waits on (``app.jobs.wait`` registers it in job_waiters): only those, as a NOTIFY
     # serializes commits. Nobody waiting: a probe of an empty table. Referenced by the SELECT,
     # so it runs.
-    " finished AS (SELECT count(pg_notify('" + FINISHED_CHANNEL + "', done.id::text)) AS n"
+    " finished AS (SELECT count(pg_notify('" + FINISHED_CHANNEL + "',"
+    " current_schema() || ':' || done.id::text)) AS n"
     " FROM done JOIN job_waiters w ON w.job_id = done.id WHERE done.state <> 'failed')"
     " SELECT done.id, done.attempt FROM done, finished"
 )
