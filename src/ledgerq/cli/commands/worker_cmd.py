@@ -7,29 +7,20 @@ import contextlib
 import gc
 import os
 import signal
-import socket
 import sys
-import threading
-import time
-from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
 import structlog
 
-from ledgerq.cli import worker_checks
+from ledgerq.cli import managed_workers, worker_checks
 from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.core import errors
 from ledgerq.runtime.affinity import CpuClaim, claim_cpu
 from ledgerq.runtime.manager import (
     EXIT_RECYCLE,
-    EXITING,
-    PULSE_FD_ENV,
-    PULSE_INTERVAL_SECONDS,
-    Manager,
-    ManagerOptions,
 )
 from ledgerq.runtime.worker import Worker
 
@@ -163,7 +154,7 @@ def start(
     if processes is not None:
         if once:
             raise click.UsageError("--once runs one job in one process; drop --processes")
-        return _manage(cli, processes, max_memory, health_port)
+        return managed_workers.manage(cli, processes, max_memory, health_port)
     if max_memory is not None:
         raise click.UsageError("--max-memory needs --processes (the manager recycles)")
     app = cli.app(tasks_needed=True)
@@ -198,7 +189,7 @@ def start(
         app, driver=driver, queues=options.queues, concurrency=options.concurrency
     )
     _install_signal_handlers(worker)
-    say_exiting = _watch_manager(worker) if managed else None
+    say_exiting = managed_workers.watch_manager(worker) if managed else None
     exporter = None
     if hub is not None and health_port is not None:
         hub.watch_transport(worker.transport_fallback_active)
@@ -273,84 +264,6 @@ def _health_exporter(worker: Worker, hub: MetricsHub, host: str, port: int) -> H
     )
 
 
-def _child_command(slot: int, health_port: int | None) -> list[str]:
-    """This process's command line, as a manager's child: the same options (and the same
-    LEDGERQ_* environment, inherited) without the manager's own; with ``--health-port P``
-    child ``slot`` serves on ``P + slot`` (or a free port when P is 0)."""
-    args = list(sys.argv[1:])
-    child: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in ("--processes", "--max-memory", "--health-port"):
-            skip = "=" not in arg
-            continue
-        child.append(arg)
-    if health_port is not None:
-        child += ["--health-port", str(health_port + slot if health_port else 0)]
-    return [sys.executable, "-m", "ledgerq.cli.main", *child, "--managed"]
-
-
-def _manage(
-    cli: CliContext, processes: int, max_memory: float | None, health_port: int | None
-) -> int:
-    if health_port is not None and health_port + processes - 1 > 65535:
-        raise click.UsageError("--health-port + --processes runs past port 65535")
-    settings = cli.app().settings
-    manager = Manager(
-        lambda slot: _child_command(slot, health_port),
-        ManagerOptions(
-            processes=processes,
-            max_memory_mb=max_memory,
-            stop_timeout_seconds=settings.shutdown_grace + 30,
-            # Dead before its leases run out, so a hung body never outlives its failover.
-            hang_after_seconds=settings.worker_ttl / 2,
-        ),
-        on_crash=lambda pid, how: fail_over_child(cli.app(), pid, how),
-    )
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        manager.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return manager.run()
-
-
-def fail_over_child(app: LedgerQ, pid: int, how: str) -> None:
-    """A managed child crashed: fail its worker over now (its jobs back to ``queued``,
-    fenced, recorded with the manager as the trigger) rather than after WORKER_TTL, and
-    announce the jobs put back. A failure only costs time: the fleet's lifeline still fails
-    the worker over once its heartbeat is older than the TTL."""
-    host = socket.gethostname()
-    detected_by = f"manager {host}:{os.getpid()}: child {pid} {how}"
-    parts = app.parts
-    try:
-        events = parts.fleet.fail_over_process(hostname=host, pid=pid, detected_by=detected_by)
-    except errors.LedgerqError as exc:
-        log.warning("could not fail over a crashed worker process", pid=pid, error=str(exc))
-        return
-    for event in events:
-        log.warning(
-            "crashed worker process failed over",
-            pid=pid,
-            how=how,
-            dead_worker=event.worker_id,
-            requeued=len(event.requeued),
-            dead_jobs=len(event.dead),
-            took_ms=round(event.duration_ms, 1),
-        )
-    requeued = [job_id for event in events for job_id in event.requeued]
-    if requeued and parts.announcer is not None:
-        try:
-            parts.announcer.push(parts.store.hints_for(requeued))
-        except errors.LedgerqError as exc:
-            log.warning("could not announce failed-over jobs", error=str(exc))
-
-
 def _refuse_a_ledger_without_tables(app: LedgerQ) -> None:
     """A ledger without tables is a set-up mistake: say so and stop (``StoreError``) rather
     than retry forever. A database that is down is an outage: the worker waits for it."""
@@ -378,41 +291,6 @@ def _install_signal_handlers(worker: Worker) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-
-
-def _watch_manager(worker: Worker) -> Callable[[], None]:
-    """A manager's child pulses to its manager (see ``runtime/manager.py``: one that falls
-    silent is killed as hung) and stops gracefully once its manager is gone (killed with
-    SIGKILL, it could not stop its children, which would otherwise run on unsupervised: the
-    kernel then makes another process their parent). It pulses until the process exits, so a
-    graceful stop's grace period is not taken for a hang; the function returned tells the
-    manager the worker stopped and the process is exiting (the interpreter's shutdown ends
-    the pulse)."""
-    manager = os.getppid()
-    raw_fd = os.environ.pop(PULSE_FD_ENV, None)
-    pulse_fd = int(raw_fd) if raw_fd is not None and raw_fd.isdigit() else None
-
-    def watch() -> None:
-        nonlocal pulse_fd
-        while True:
-            if pulse_fd is not None:
-                try:
-                    os.write(pulse_fd, b".")
-                except OSError:
-                    pulse_fd = None  # the manager is gone: the check below stops the worker
-            if not worker.stop_requested and os.getppid() != manager:
-                log.warning("the manager is gone; stopping", manager_pid=manager)
-                worker.request_stop()
-            time.sleep(PULSE_INTERVAL_SECONDS)
-
-    threading.Thread(target=watch, name="ledgerq-manager-watch", daemon=True).start()
-
-    def say_exiting() -> None:
-        if pulse_fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(pulse_fd, EXITING)
-
-    return say_exiting
 
 
 def start_scheduler(app: LedgerQ, worker_id: str, hub: MetricsHub | None) -> Scheduler:
