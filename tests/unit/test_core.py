@@ -83,7 +83,7 @@ def test_hostile_nesting_is_refused_without_recursion_error() -> None:
         PayloadCodec().encode(value)
 
 
-@pytest.mark.parametrize("name", ["", "bad queue", "x" * 65, "-lead", "q/1", "ü"])
+@pytest.mark.parametrize("name", ["", "bad queue", "x" * 65, "-lead", "q/1", "ü", "q\n"])
 def test_invalid_queue_names_are_refused(name: str) -> None:
     with pytest.raises(errors.InvalidQueueName):
         check_queue_name(name)

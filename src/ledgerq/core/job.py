@@ -11,14 +11,14 @@ from typing import Any
 from ledgerq.core import errors
 from ledgerq.core.states import JobState
 
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 #: A delay longer than this is almost certainly a unit mistake (ms passed as s).
 MAX_DELAY_SECONDS = 366 * 24 * 3600.0
 
 
 def check_queue_name(name: str) -> str:
     """Return ``name`` if it is a valid queue name, else raise ``InvalidQueueName``."""
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
         raise errors.InvalidQueueName(
             f"invalid queue name {name!r}: use 1-64 letters, digits, '_', '-', '.' or ':',"
             " starting with a letter or digit"
