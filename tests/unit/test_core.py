@@ -124,3 +124,12 @@ def test_unknown_task_policy_delays_grow_and_burial_waits_for_the_grace() -> Non
     assert policy.buries(declared=False, waited_seconds=300)
     assert not policy.buries(declared=True, waited_seconds=10**6)
     assert UnknownTaskPolicy(grace_seconds=0).buries(declared=False, waited_seconds=0)
+
+
+def test_names_with_a_trailing_newline_are_refused() -> None:
+    """``$`` in a pattern matches before a final newline: names are matched whole."""
+    from ledgerq.core.schedules import InvalidScheduleDefinition, check_schedule_name
+
+    with pytest.raises(InvalidScheduleDefinition):
+        check_schedule_name("nightly\n")
+    assert check_schedule_name("nightly") == "nightly"

@@ -59,7 +59,7 @@ def producer_tokens(entries: list[str]) -> list[tuple[str, str]]:
         name, sep, token = entry.partition(":")
         if not sep:
             name, token = DEFAULT_PRODUCER, entry
-        if not PRODUCER_NAME_PATTERN.match(name):
+        if not PRODUCER_NAME_PATTERN.fullmatch(name):
             raise ValueError(
                 "a producer token is `token` or `name:token` with a name of letters, digits,"
                 " '_', '.' or '-' (at most 64)"

@@ -82,7 +82,7 @@ class ScheduleNotFound(errors.StoreError):
 def check_schedule_name(name: str) -> str:
     """Return ``name`` if it is a valid schedule name, else raise
     ``InvalidScheduleDefinition``."""
-    if not isinstance(name, str) or not SCHEDULE_NAME.match(name) or not is_encodable(name):
+    if not isinstance(name, str) or not SCHEDULE_NAME.fullmatch(name) or not is_encodable(name):
         raise InvalidScheduleDefinition(
             f"invalid schedule name {name!r}: use 1-200 characters without spaces",
             field="name",

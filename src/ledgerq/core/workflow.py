@@ -104,7 +104,7 @@ def check_dag(steps: Sequence[StepStatus]) -> None:
         raise errors.InvalidJob("a workflow needs at least one step")
     seen: set[str] = set()
     for step in steps:
-        if not STEP_NAME.match(step.name):
+        if not STEP_NAME.fullmatch(step.name):
             raise errors.InvalidJob(f"invalid step name {step.name!r}")
         if step.name in seen:
             raise errors.InvalidJob(f"two steps are named {step.name!r}")

@@ -74,7 +74,7 @@ class FileSpool:
 
     def _entries(self, producer: str) -> list[str]:
         try:
-            return sorted(n for n in os.listdir(self.root / producer) if _ENTRY.match(n))
+            return sorted(n for n in os.listdir(self.root / producer) if _ENTRY.fullmatch(n))
         except FileNotFoundError:
             return []
 
