@@ -101,6 +101,13 @@ def test_100_workflows_complete_once_when_a_worker_is_killed(
 
     victim, survivor = workers(db.url), workers(db.url)
     wait_until(lambda: db.effect_count() >= len(keys) // 4, timeout=120, what="a quarter done")
+    # Killed while it holds steps (claimed or running), so the kill interrupts one.
+    holding = (
+        sa.select(sa.func.count())
+        .select_from(jobs)
+        .where(jobs.c.state == "running", jobs.c.worker_id.like(f"%:{victim.pid}:%"))
+    )
+    wait_until(lambda: count(db, holding) > 0, timeout=60, what="the victim holds a step")
     victim.send_signal(signal.SIGKILL)
     assert victim.wait(10) == -signal.SIGKILL
 

@@ -57,6 +57,8 @@ def test_a_handle_is_an_enqueue_result_that_can_wait() -> None:
     assert len({handle, JobHandle(EnqueueResult(3, True), None)}) == 1  # type: ignore[arg-type]
 
 
-def test_the_finished_payload_names_ids_or_everyone() -> None:
-    assert _ids("1,22,333") == {1, 22, 333}
-    assert _ids("*") is None
+def test_the_finished_payload_names_its_schemas_ids_or_everyone() -> None:
+    assert _ids("public:22", "public") == {22}
+    assert _ids("tenant_b:22", "public") == set()  # another ledger's job in the database
+    assert _ids("public:x", "public") is None  # unreadable: every waiter re-reads
+    assert _ids("garbage", "public") is None
