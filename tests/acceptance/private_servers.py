@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,31 @@ class PrivateMariadb:
     def close(self) -> None:
         self.kill()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def streaming_pair(*, sync: bool = False) -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
+    """A private primary and its standby streaming (synchronously with ``sync``), with an empty
+    ``ledger`` database on the primary; both are stopped afterwards."""
+    from tests.helpers import wait_until
+
+    primary = PrivatePostgres()
+    standby = None
+    try:
+        if sync:
+            primary.configure("synchronous_standby_names = '*'")
+        standby = primary.standby()
+        wanted = "streaming sync" if sync else "streaming async"
+        wait_until(
+            lambda: (
+                primary.sql("SELECT state || ' ' || sync_state FROM pg_stat_replication") == wanted
+            ),
+            timeout=30,
+            what=f"the standby {wanted}",
+        )
+        primary.sql("CREATE DATABASE ledger")
+        yield primary, standby
+    finally:
+        if standby is not None:
+            standby.close()
+        primary.close()

@@ -25,7 +25,7 @@ from ledgerq.store.migrate import migrate
 from ledgerq.store.tables import jobs
 from tests.acceptance.conftest import Ledger, Procs
 from tests.acceptance.failover_app import register
-from tests.acceptance.private_servers import PrivatePostgres
+from tests.acceptance.private_servers import PrivatePostgres, streaming_pair
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,22 +42,8 @@ RECOVERY_BOUND_SECONDS = 60.0
 
 @pytest.fixture
 def primary_and_standby() -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
-    primary = PrivatePostgres()
-    standby = None
-    try:
-        primary.configure("synchronous_standby_names = '*'")
-        standby = primary.standby()
-        wait_until(
-            lambda: primary.sql("SELECT sync_state FROM pg_stat_replication") == "sync",
-            timeout=30,
-            what="the standby streaming synchronously",
-        )
-        primary.sql("CREATE DATABASE ledger")
-        yield primary, standby
-    finally:
-        if standby is not None:
-            standby.close()
-        primary.close()
+    with streaming_pair(sync=True) as servers:
+        yield servers
 
 
 def ledger_counts(url: str) -> dict[str, int]:

@@ -28,7 +28,7 @@ from ledgerq.store.engine import create_engine
 from ledgerq.store.migrate import migrate
 from tests.acceptance.conftest import Ledger, Procs
 from tests.acceptance.failover_app import register
-from tests.acceptance.private_servers import PrivatePostgres
+from tests.acceptance.private_servers import PrivatePostgres, streaming_pair
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -133,24 +133,8 @@ def wait_in_lag_window(mode: str, primary: PrivatePostgres, producer: Producer) 
 
 @pytest.fixture(params=["async", "sync"])
 def pair(request: pytest.FixtureRequest) -> Iterator[tuple[str, PrivatePostgres, PrivatePostgres]]:
-    primary = PrivatePostgres()
-    standby = None
-    try:
-        if request.param == "sync":
-            primary.configure("synchronous_standby_names = '*'")
-        standby = primary.standby()
-        wanted = "sync" if request.param == "sync" else "async"
-        wait_until(
-            lambda: primary.sql("SELECT sync_state FROM pg_stat_replication") == wanted,
-            timeout=30,
-            what=f"the standby streaming ({wanted})",
-        )
-        primary.sql("CREATE DATABASE ledger")
+    with streaming_pair(sync=request.param == "sync") as (primary, standby):
         yield request.param, primary, standby
-    finally:
-        if standby is not None:
-            standby.close()
-        primary.close()
 
 
 def keys_on(server: PrivatePostgres) -> dict[str, int]:

@@ -20,7 +20,7 @@ from ledgerq.store.engine import create_engine
 from ledgerq.store.migrate import migrate
 from tests.acceptance import effects_app
 from tests.acceptance.conftest import Procs
-from tests.acceptance.private_servers import PrivatePostgres
+from tests.acceptance.private_servers import PrivatePostgres, streaming_pair
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,21 +32,8 @@ APP = "tests.acceptance.effects_app:app"
 
 @pytest.fixture
 def pair() -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
-    primary = PrivatePostgres()
-    standby = None
-    try:
-        standby = primary.standby()
-        wait_until(
-            lambda: primary.sql("SELECT state FROM pg_stat_replication") == "streaming",
-            timeout=30,
-            what="the standby streaming",
-        )
-        primary.sql("CREATE DATABASE ledger")
-        yield primary, standby
-    finally:
-        if standby is not None:
-            standby.close()
-        primary.close()
+    with streaming_pair() as servers:
+        yield servers
 
 
 def queued(server: PrivatePostgres) -> int:
