@@ -16,20 +16,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import ipaddress
 import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 
 import pytest
 
 #: The /30s tried for the veth pair, first free one wins (RFC 1918, never routed).
 SUBNETS = list(ipaddress.ip_network("10.213.77.0/24").subnets(new_prefix=30))
+#: Held while a /30 is chosen and taken (see ``IsolatedHost.create``).
+LOCK_PATH = "/tmp/ledgerq-netns.lock"
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=check)
+
+
+@contextlib.contextmanager
+def _subnet_lock() -> Iterator[None]:
+    with open(LOCK_PATH, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _used_networks() -> list[ipaddress.IPv4Network]:
@@ -66,13 +80,19 @@ class IsolatedHost:
         """Make the namespace and its link, or skip the test (see the module's docstring)."""
         if os.geteuid() != 0:
             pytest.skip("network namespaces need root (ip netns add)")
-        host = cls(tag)
+        host: IsolatedHost | None = None
         try:
             if shutil.which("ip") is None:
                 raise RuntimeError("the ip command (iproute2) is not installed")
-            host._setup()
+            # Choosing a free /30 and taking it is one step for every test on the machine
+            # (other pytest processes make namespaces too): two that read the addresses at
+            # once would both take the first free /30, and their routes would collide.
+            with _subnet_lock():
+                host = cls(tag)
+                host._setup()
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-            host.close()
+            if host is not None:
+                host.close()
             detail = getattr(exc, "stderr", "") or exc
             message = f"cannot make a network namespace: {detail}"
             if os.environ.get("CI"):
