@@ -12,13 +12,14 @@ host is ``FLEET_HOST`` from the worker's environment. Run it with
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 import sqlalchemy as sa
 
 from ledgerq import JobContext, LedgerQ, Task
-from tests.acceptance.effects_app import effects_engine
+from ledgerq.store.engine import create_engine
 
 WORK = "fleet.work"
 
@@ -34,6 +35,21 @@ runs = sa.Table(
     sa.Column("host", sa.String(40), nullable=False),
     sa.Column("phase", sa.String(5), nullable=False),  # start | end
 )
+
+
+#: Connections each worker process keeps for the records (as many again may overflow).
+POOL_SIZE = 2
+
+_engines: dict[str, sa.Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def _engine(url: str) -> sa.Engine:
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = create_engine(url, pool_size=POOL_SIZE)
+        return engine
 
 
 def _write(engine: sa.Engine, ctx: JobContext, key: str, phase: str) -> None:
@@ -56,7 +72,7 @@ def register(app: LedgerQ) -> Task[Any, Any]:
     def work(ctx: JobContext, key: str, seconds: float = 0.0) -> str:
         """Record the start (only if ``seconds``: a job that does no work has no middle to be
         caught in), wait ``seconds``, record the end. Returns ``key``."""
-        engine = effects_engine(url)
+        engine = _engine(url)
         if seconds:
             _write(engine, ctx, key, "start")
             time.sleep(seconds)
