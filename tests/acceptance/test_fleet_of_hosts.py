@@ -8,7 +8,8 @@ reaches PostgreSQL and Redis only through its own link (``fleet_hosts.py``), two
    completions refused, nothing lost or completed twice; after the heal its workers register
    again and take jobs.
 3. One host's two processes SIGKILLed mid-run: the fleet fails them over and runs their jobs,
-   nothing lost; only bodies that were running at the kill ran twice (SPEC: at-least-once).
+   nothing lost; only jobs the ledger had running on that host at the kill ran twice, at most
+   (SPEC: at-least-once).
 
 Every body records its start and end, and the host it ran on, through that host's link
 (``fleet_app.py``). Short fleet timings as in ``test_failover.py``. Needs root (``ip netns``);
@@ -49,7 +50,6 @@ NAMESPACE = "fleet"
 HOSTS = ("a", "b", "c")
 PROCESSES = 2
 CONCURRENCY = 4
-SLOTS_PER_HOST = PROCESSES * CONCURRENCY
 WORKER_ENV = {
     **FLEET_ENV,
     "LEDGERQ_NAMESPACE": NAMESPACE,
@@ -234,6 +234,11 @@ def hosts_fleet(
         db.close()
 
 
+def refused(host: LinkedHost) -> int:
+    """How many completions the fence refused to ``host``'s workers, by their logs."""
+    return sum(proc.log().count("stale completion refused") for proc in host.workers)
+
+
 def worker_logs(host: LinkedHost) -> str:
     return "\n".join(proc.log()[-3000:] for proc in host.workers)
 
@@ -276,7 +281,7 @@ def test_a_partitioned_host_is_failed_over_refused_and_rejoins(hosts_fleet: Host
     fleet.start()
     cut_host = fleet.hosts["b"]
     cut_ids = fleet.worker_ids("b")
-    first = fleet.enqueue("p", 1200, JOB_SECONDS)
+    first = fleet.enqueue("p", 900, JOB_SECONDS)
     wait_until(
         lambda: fleet.succeeded() >= 150 and len(fleet.running_on(cut_ids)) >= 2,
         timeout=30,
@@ -316,24 +321,32 @@ def test_a_partitioned_host_is_failed_over_refused_and_rejoins(hosts_fleet: Host
     assert all(after[w] > 0 for w in cut_ids), after
 
     # What host b held at the cut was failed over, and its results never stood.
-    moved = {
-        job_id
+    cut_off = {
+        (job_id, r["attempt"])
         for job_id, rows in history.items()
         for r in rows
         if r["worker_id"] in cut_ids and r["outcome"] == "failed_over"
     }
+    moved = {job_id for job_id, _ in cut_off}
     assert moved and moved == put_back, (moved, put_back)
-    assert all(ledger_rows[i].worker_id not in cut_ids for i in moved)
+    won = {
+        j: r["attempt"] for j, rows in history.items() for r in rows if r["outcome"] == "succeeded"
+    }
+    assert all(won[j] > attempt for j, attempt in cut_off)  # a later attempt's result stands
     # Bodies ran twice only for jobs host b held at the cut, at most twice.
     starts = Counter(r.job_id for r in fleet.runs("start"))
     twice = {i for i, n in starts.items() if n > 1}
     assert max(starts.values()) <= 2 and twice <= moved, (twice - moved, worker_logs(cut_host))
-    refused = sum(w.log().count("stale completion refused") for w in cut_host.workers)
+    # Each body that ended on host b after it was cut off sent its completion after the heal,
+    # and the fence refused it (the new owner's result stands, checked above).
+    late = {r.job_id for r in fleet.runs("end") if (r.job_id, r.attempt) in cut_off}
+    wait_until(lambda: refused(cut_host) >= len(late), timeout=20, what="late completions refused")
     print(
         f"\npartition of host b: cut -> both workers failed over, their jobs back in the"
         f" queue {to_event:.2f} s (bound {CUT_BOUND:.1f} s); link down {healed - cut:.1f} s;"
         f" heal -> registered again {to_rejoined:.2f} s; {len(moved)} jobs failed over,"
-        f" {len(twice)} bodies ran twice, {refused} late completions refused;"
+        f" {len(twice)} bodies ran twice, {len(late)} ended on host b, {refused(cut_host)} late"
+        f" completions refused;"
         f" after the heal host b ran {sum(after[w] for w in cut_ids)} of {len(second)} jobs"
     )
     assert to_event <= CUT_BOUND
@@ -345,7 +358,7 @@ def test_a_hosts_killed_processes_are_failed_over(hosts_fleet: HostFleet) -> Non
     fleet.start()
     victim = fleet.hosts["c"]
     victim_ids = fleet.worker_ids("c")
-    keys = fleet.enqueue("x", 1000, JOB_SECONDS)
+    keys = fleet.enqueue("x", 800, JOB_SECONDS)
     wait_until(
         lambda: fleet.succeeded() >= 150 and len(fleet.running_on(victim_ids)) >= 2,
         timeout=30,
@@ -371,12 +384,13 @@ def test_a_hosts_killed_processes_are_failed_over(hosts_fleet: HostFleet) -> Non
         if r["worker_id"] in victim_ids and r["outcome"] == "failed_over"
     }
     assert moved == held == put_back, (moved, held, put_back)
-    # At-least-once: a body killed mid-run (or after its end, before its completion was
-    # recorded) runs again; that can only be one running in a slot of host c at the kill.
+    # At-least-once (SPEC 2.3): a body killed mid-run, or one that ended before its completion
+    # was written (the completer writes in groups), runs again; either way a job the ledger
+    # had running on host c at the kill, and only once more.
     starts = Counter(r.job_id for r in fleet.runs("start"))
     twice = {i for i, n in starts.items() if n > 1}
     ends = Counter(r.job_id for r in fleet.runs("end"))
-    assert twice <= moved and len(twice) <= SLOTS_PER_HOST and max(starts.values()) <= 2
+    assert twice <= moved and max(starts.values()) <= 2, twice - moved
     assert set(starts) == set(ends) == set(fleet.db.jobs())
     assert max(ends.values()) <= 2 and {i for i, n in ends.items() if n > 1} <= twice
     print(
