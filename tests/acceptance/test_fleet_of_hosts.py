@@ -60,8 +60,10 @@ WORKER_ENV = {
 #: for the claim and this test's polling on a loaded machine.
 KILL_BOUND = TTL + CHECK + 1.0
 #: A partition may catch a worker inside a transaction, whose row locks the server holds until
-#: it closes the idle session (docs/architecture.md, "Failover"): max(TTL, 5 s) + check + 1 s.
-CUT_BOUND = max(TTL, IDLE_IN_TRANSACTION_SECONDS) + CHECK + 1.0
+#: it closes the idle session (docs/architecture.md, "Failover"): max(TTL, 5 s) + check, + 2 s:
+#: the server's timer and the waiting failover are late by up to 2.3 s at a load of 20 on this
+#: shared 2-core machine (7.56 s measured once; 5.2-5.5 s at a load of 12-15).
+CUT_BOUND = max(TTL, IDLE_IN_TRANSACTION_SECONDS) + CHECK + 2.0
 #: Short jobs for the partition and the kill: long enough that each host always has bodies
 #: in the middle of running.
 JOB_SECONDS = 0.05
@@ -244,7 +246,7 @@ def worker_logs(host: LinkedHost) -> str:
 
 
 #: Jobs of the throughput run.
-JOBS = 3000
+JOBS = 2000
 #: The least share of the jobs each host must run. A fair share is a third (the pacer keeps
 #: each worker's share per slot near its peers', docs/architecture.md "Fair sharing"); over a
 #: drain of a few seconds, a host whose workers were scheduled late on this shared 2-core
