@@ -56,17 +56,31 @@ WORKER_ENV = {
     "LEDGERQ_RECONCILE_INTERVAL": "1",
     "LEDGERQ_REQUEUE_AFTER": "1",
 }
-#: SIGKILL: a dead worker's jobs run again within TTL + one check interval (SPEC 2.5), + 1 s
-#: for the claim and this test's polling on a loaded machine.
-KILL_BOUND = TTL + CHECK + 1.0
+#: Slack on the failover bounds below for this shared 2-core machine: at a load of 15-20 (other
+#: engineers' suites, and this file beside another under ``-n 2``) a survivor's failover check
+#: every 0.3 s, and the server's idle-session timer, ran up to 2.3 s late. Without a failover
+#: the jobs would wait for the reconciler's STUCK_AFTER (15 min), so the bounds still tell.
+SLACK = 3.0
+#: SIGKILL: a dead worker's jobs are back in the queue within TTL + one check interval
+#: (SPEC 2.5); measured 1.2-1.8 s at a load of 12-20, 3.97 s once beside another test file.
+KILL_BOUND = TTL + CHECK + SLACK
 #: A partition may catch a worker inside a transaction, whose row locks the server holds until
-#: it closes the idle session (docs/architecture.md, "Failover"): max(TTL, 5 s) + check, + 2 s:
-#: the server's timer and the waiting failover are late by up to 2.3 s at a load of 20 on this
-#: shared 2-core machine (7.56 s measured once; 5.2-5.5 s at a load of 12-15).
-CUT_BOUND = max(TTL, IDLE_IN_TRANSACTION_SECONDS) + CHECK + 2.0
+#: it closes the idle session (docs/architecture.md, "Failover"): max(TTL, 5 s) + check;
+#: measured 1.4-1.6 s, or 5.2-5.5 s when a transaction was open at the cut (7.56 s at load 20).
+CUT_BOUND = max(TTL, IDLE_IN_TRANSACTION_SECONDS) + CHECK + SLACK
 #: Short jobs for the partition and the kill: long enough that each host always has bodies
 #: in the middle of running.
 JOB_SECONDS = 0.05
+
+
+#: The throughput run's timings: no failover is wanted there, and at a load of 18 a worker
+#: starved past the short TTL (1.5 s) was failed over by its peers and its job ran twice.
+STEADY_ENV = {
+    **WORKER_ENV,
+    "LEDGERQ_HEARTBEAT_INTERVAL": "1",
+    "LEDGERQ_WORKER_TTL": "10",
+    "LEDGERQ_FAILOVER_CHECK_INTERVAL": "1",
+}
 
 
 class HostFleet:
@@ -83,8 +97,8 @@ class HostFleet:
         #: Worker id -> host name, once every worker registered.
         self.host_of: dict[str, str] = {}
 
-    def start(self) -> None:
-        """Two workers on each host; wait until all six registered."""
+    def start(self, env: dict[str, str] = WORKER_ENV) -> None:
+        """Two workers on each host with ``env``; wait until all six registered."""
         began = time.monotonic()
         for host in self.hosts.values():
             for i in range(PROCESSES):
@@ -94,7 +108,7 @@ class HostFleet:
                     self.redis.url,
                     *("--concurrency", str(CONCURRENCY)),
                     # Its sessions are named after it in pg_stat_activity (libpq's default).
-                    env={**WORKER_ENV, "PGAPPNAME": f"fleet-{host.name}{i}"},
+                    env={**env, "PGAPPNAME": f"fleet-{host.name}{i}"},
                     app=APP,
                 )
         count = len(self.hosts) * PROCESSES
@@ -256,7 +270,7 @@ MIN_SHARE = 0.25
 
 def test_throughput_and_fair_share_per_host(hosts_fleet: HostFleet) -> None:
     fleet = hosts_fleet
-    fleet.start()
+    fleet.start(STEADY_ENV)
     began = time.monotonic()
     keys = fleet.enqueue("k", JOBS)
     wait_until(lambda: fleet.succeeded() == JOBS, timeout=60, what="every job done", interval=0.1)
