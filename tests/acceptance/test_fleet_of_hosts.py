@@ -297,7 +297,7 @@ def test_a_partitioned_host_is_failed_over_refused_and_rejoins(hosts_fleet: Host
     fleet.start()
     cut_host = fleet.hosts["b"]
     cut_ids = fleet.worker_ids("b")
-    first = fleet.enqueue("p", 900, JOB_SECONDS)
+    first = fleet.enqueue("p", 1500, JOB_SECONDS)
     wait_until(
         lambda: fleet.succeeded() >= 150 and len(fleet.running_on(cut_ids)) >= 2,
         timeout=30,
@@ -310,7 +310,8 @@ def test_a_partitioned_host_is_failed_over_refused_and_rejoins(hosts_fleet: Host
         assert not fleet.running_on(cut_ids)
         # The others carry on without host b.
         during = fleet.succeeded()
-        wait_until(lambda: fleet.succeeded() >= during + 100, timeout=20, what="progress")
+        goal = min(during + 100, len(first))  # (a fast machine may drain them all first)
+        wait_until(lambda: fleet.succeeded() >= goal, timeout=20, what="progress")
         assert all(fleet.fleet.admin.get_worker(w).state is WorkerState.DEAD for w in cut_ids)
     finally:
         cut_host.host.heal()
@@ -385,7 +386,6 @@ def test_a_hosts_killed_processes_are_failed_over(hosts_fleet: HostFleet) -> Non
         worker.signal(signal.SIGKILL)
     for worker in victim.workers:
         assert worker.wait(10) == -signal.SIGKILL
-    held = fleet.running_on(victim_ids)
     to_event, put_back = fleet.failed_over(victim_ids, killed_at)
     assert not fleet.running_on(victim_ids)
     wait_until(lambda: fleet.succeeded() == len(keys), timeout=60, what="every job done")
@@ -399,7 +399,9 @@ def test_a_hosts_killed_processes_are_failed_over(hosts_fleet: HostFleet) -> Non
         for r in rows
         if r["worker_id"] in victim_ids and r["outcome"] == "failed_over"
     }
-    assert moved == held == put_back, (moved, held, put_back)
+    # (The ledger's running jobs read just after the kill are no snapshot of this: a claim or
+    # a completion host c sent before it died can still commit a moment later.)
+    assert moved == put_back, (moved, put_back)
     # At-least-once (SPEC 2.3): a body killed mid-run, or one that ended before its completion
     # was written (the completer writes in groups), runs again; either way a job the ledger
     # had running on host c at the kill, and only once more.
@@ -411,7 +413,7 @@ def test_a_hosts_killed_processes_are_failed_over(hosts_fleet: HostFleet) -> Non
     assert max(ends.values()) <= 2 and {i for i, n in ends.items() if n > 1} <= twice
     print(
         f"\nSIGKILL of host c's {PROCESSES} workers: kill -> both failed over, their"
-        f" {len(held)} jobs back in the queue {to_event:.2f} s (bound {KILL_BOUND:.1f} s);"
+        f" {len(moved)} jobs back in the queue {to_event:.2f} s (bound {KILL_BOUND:.1f} s);"
         f" {len(twice)} bodies ran twice ({sum(1 for n in ends.values() if n > 1)} ended twice)"
     )
     assert to_event <= KILL_BOUND
