@@ -75,12 +75,8 @@ JOB_SECONDS = 0.05
 
 #: The throughput run's timings: no failover is wanted there, and at a load of 18 a worker
 #: starved past the short TTL (1.5 s) was failed over by its peers and its job ran twice.
-STEADY_ENV = {
-    **WORKER_ENV,
-    "LEDGERQ_HEARTBEAT_INTERVAL": "1",
-    "LEDGERQ_WORKER_TTL": "10",
-    "LEDGERQ_FAILOVER_CHECK_INTERVAL": "1",
-}
+#: The heartbeat stays short: it carries the peers' rates the pacer steers by.
+STEADY_ENV = {**WORKER_ENV, "LEDGERQ_WORKER_TTL": "10", "LEDGERQ_FAILOVER_CHECK_INTERVAL": "1"}
 
 
 class HostFleet:
