@@ -203,8 +203,8 @@ def test_a_partitioned_host_is_failed_over_refused_and_rejoins(hosts_fleet: Host
         if r["worker_id"] in cut_ids and r["outcome"] == "failed_over"
     }
     moved = {job_id for job_id, _ in cut_off}
-    # (A worker of host b starved past its TTL after the rejoin, on a machine at a load of 29,
-    # was failed over once more, with a job of the second wave: those count as moved too.)
+    # (Once, at a load of 29, a job of the second wave was failed over from a rejoined worker
+    # of host b: short TTLs on a starved machine. Such jobs count as moved too.)
     assert put_back and put_back <= moved, (put_back - moved, fleet.explain())
     won = {
         j: r["attempt"] for j, rows in history.items() for r in rows if r["outcome"] == "succeeded"
