@@ -168,6 +168,7 @@ class HostFleet:
         return keys
 
     def succeeded(self) -> int:
+        """How many jobs the ledger has ``succeeded``."""
         return self.db.states().get("succeeded", 0)
 
     def running_on(self, worker_ids: set[str]) -> set[int]:
@@ -244,6 +245,7 @@ class HostFleet:
         return f"attempts {odd[:20]}\nevents {events}\nwarnings {warnings[-30:]}"
 
     def close(self) -> None:
+        """Close the producer and the registry view (the processes are ``linked_hosts``'s)."""
         self.app.close()
         self.fleet.close()
 
