@@ -119,7 +119,7 @@ JOBS = 2000
 #: The least share of the jobs each host must run. A fair share is a third (the pacer keeps
 #: each worker's share per slot near its peers', docs/architecture.md "Fair sharing"), but it
 #: steers only while the backlog lasts, a few seconds here, on rates a heartbeat old; on this
-#: shared 2-core machine at a load of 12-20 the hosts' shares ranged 25.8-38.0 % in 12 runs.
+#: shared 2-core machine at a load of 10-40 the hosts' shares ranged 26-40 % in about 20 runs.
 #: The bound, 60 % of a fair share, is what a host kept from its share (unable to pull ids,
 #: or braked by a pacer gone wrong) fails, and a host starved by the machine for a while
 #: passes.
