@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from ledgerq.benchmark import first_job
+
 LEDGERQ = str(Path(sys.executable).with_name("ledgerq"))
 #: Never on the path of ``worker start`` without Redis, metrics port or schedules: the HTTP
 #: stack, migrations, tables for people, metrics, cron rules, redis-py, other commands.
@@ -114,3 +116,23 @@ def test_help_and_version_import_neither_the_store_nor_the_settings(argv: list[s
     assert code == 0
     heavy = ("sqlalchemy", "psycopg", "pydantic", "pydantic_settings", "ledgerq.app")
     assert _loaded(loaded, (*heavy, *NOT_ON_THE_WORKER_PATH)) == []
+
+
+def test_the_start_up_probe_times_a_real_worker_to_its_first_job(
+    make_database_url: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = make_database_url("postgresql")
+    assert first_job.main(["--database-url", url, "--ledgerq", LEDGERQ, "--runs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(LEDGERQ + "\n")
+    for label in ("exec -> first job body", "exec -> exit (--once)", "CPU (user + system)"):
+        assert f"  {label}:" in out and "(n=2)" in out.split(label)[1].splitlines()[0]
+
+
+def test_the_start_up_probe_names_an_unreachable_ledger_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql://postgres@127.0.0.1:1/nothing"
+    assert first_job.main(["--database-url", url, "--runs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: database unavailable") and err.count("\n") == 1

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerq.benchmark import first_job_dramatiq
+from ledgerq.core import errors
 
 #: The queue and task of the probe's jobs.
 QUEUE = "first-job"
@@ -131,8 +132,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the options, run the rounds, print each contender's medians; 0, or 1 on failure."""
+    """Parse the options, run the rounds, print each contender's medians; 0, or 1 on failure
+    (one line on stderr: an unreachable ledger, a missing executable, a worker that failed)."""
     args = _parser().parse_args(argv)
+    try:
+        samples = _measure(args)
+    except (errors.LedgerqError, OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for name, taken in samples.items():
+        _report(name, taken)
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> dict[str, list[Sample]]:
+    """Every round of every contender, interleaved."""
     executables = args.ledgerq or [str(Path(sys.executable).with_name("ledgerq"))]
     with tempfile.TemporaryDirectory(prefix="ledgerq-first-job-") as scratch:
         folder = Path(scratch)
@@ -151,16 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             peer = first_job_dramatiq.DramatiqProbe(args.dramatiq, folder, args.redis_url)
             contenders[f"dramatiq ({args.dramatiq})"] = peer.run
         samples: dict[str, list[Sample]] = {name: [] for name in contenders}
-        try:
-            for _ in range(args.runs):
-                for name, run in contenders.items():
-                    samples[name].append(run())
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-    for name, taken in samples.items():
-        _report(name, taken)
-    return 0
+        for _ in range(args.runs):
+            for name, run in contenders.items():
+                samples[name].append(run())
+    return samples
 
 
 if __name__ == "__main__":
