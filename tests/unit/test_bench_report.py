@@ -300,7 +300,9 @@ def test_only_accepts_aliases_and_keeps_run_order() -> None:
         "drain",
         "io",
         "latency",
+        "memory",
     ]
+    assert bench_cmd.parse_modes("memory_drain,memory") == ["memory", "memory_drain"]
 
 
 def test_unknown_options_are_one_line_errors() -> None:

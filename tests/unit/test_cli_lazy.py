@@ -12,7 +12,7 @@ import click
 import pytest
 
 from ledgerq.cli.lazy import LazyGroup
-from ledgerq.cli.main import cli
+from ledgerq.cli.main import TOP_LEVEL_COMMANDS, TOP_LEVEL_HELP, cli
 
 
 def _lazy_groups() -> list[tuple[str, LazyGroup]]:
@@ -51,3 +51,14 @@ def test_starting_a_worker_imports_no_other_command_rich_metrics_or_cron() -> No
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_every_top_level_help_line_is_its_commands_own() -> None:
+    """``ledgerq --help`` lists the commands without importing them: each line it shows must
+    be the command's own short help."""
+    assert set(TOP_LEVEL_HELP) == set(TOP_LEVEL_COMMANDS)
+    ctx = click.Context(cli)
+    for name, line in TOP_LEVEL_HELP.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert line == command.get_short_help_str(limit=10_000), name

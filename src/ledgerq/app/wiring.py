@@ -205,7 +205,10 @@ def build_worker(
     transport = build_transport(settings, parts, options.queues, driver=driver, strict=strict)
     # A worker on Redis is woken by stop messages, then reads its stop request from the
     # database: the message itself carries no authority.
-    control = cast("ControlChannel", transport) if isinstance(transport, _redis_class()) else None
+    # Only a worker with Redis configured can hold a RedisTransport: a polling worker never
+    # imports redis-py (a tenth of its start-up).
+    on_redis = parts.redis is not None and isinstance(transport, _redis_class())
+    control = cast("ControlChannel", transport) if on_redis else None
     # The job middleware, in the order runtime/middleware.py documents.
     middleware: list[JobMiddleware] = [
         LimitGate(parts.limits, rate_backend(settings, parts), parts.codec),

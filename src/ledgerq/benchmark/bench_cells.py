@@ -10,7 +10,9 @@ from typing import Any
 #: ledgerq on PostgreSQL: the subject of the JSON's ``ratios`` and of the polling targets.
 REFERENCE = "ledgerq_postgresql"
 #: How every ratio is oriented (shown in the JSON output).
-RATIO_ORIENTATION = "above 1.0 = ledgerq better (throughput ledgerq/peer, latency peer/ledgerq)"
+RATIO_ORIENTATION = (
+    "above 1.0 = ledgerq better (throughput ledgerq/peer, latency and memory peer/ledgerq)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,12 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric("latency_p50", "latency", "p50_ms", "start latency p50", "ms", higher_is_better=False),
     Metric("latency_p99", "latency", "p99_ms", "start latency p99", "ms", higher_is_better=False),
+    Metric("rss_idle", "memory", "idle_rss_mb", "RSS of a worker process, idle", "MB", False),
+    Metric(
+        "rss_busy", "memory", "busy_rss_mb", "RSS of a worker process, 8 slots busy", "MB", False
+    ),
+    Metric("rss_drain_10", "memory_drain", "rss_10pct_mb", "RSS at 10% of a drain", "MB", False),
+    Metric("rss_drain_100", "memory_drain", "rss_100pct_mb", "RSS at 100% of a drain", "MB", False),
 )
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 

@@ -22,8 +22,15 @@ from typing import Any
 from ledgerq.benchmark import BenchError
 from ledgerq.benchmark.bench_report import parse_result_line
 
-#: The harness's modes, in the order they run for each target.
-MODES = ("enqueue_single", "enqueue_bulk", "drain", "io", "latency")
+#: The modes run by default, in the order they run for each target: the harness's, then
+#: ``memory`` (worker RSS idle and busy, measured by rss_probe.py through the harness).
+MODES = ("enqueue_single", "enqueue_bulk", "drain", "io", "latency", "memory")
+#: Modes run only when named (``--only memory_drain``: RSS at 10% and 100% of a drain of
+#: ``--n`` jobs; give it a ``--timeout`` to match).
+OPTIONAL_MODES = ("memory_drain",)
+#: The modes rss_probe.py measures instead of the harness.
+MEMORY_MODES = ("memory", "memory_drain")
+RSS_PROBE = Path(__file__).with_name("rss_probe.py")
 #: Per-run bound, as run_all.sh's PER_RUN_TIMEOUT (the harness caps a drain at 95 s itself).
 RUN_TIMEOUT_SECONDS = 120.0
 #: Default ledger of each backend the bench runs ledgerq on; SQLite's lives in the scratch folder.
@@ -79,6 +86,17 @@ class Target:
     key: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self, mode: str) -> list[str]:
+        """The argv of one run: the harness's ``argv + [mode]``, or for a memory mode
+        rss_probe.py run by the same interpreter on the same bench module."""
+        if mode not in MEMORY_MODES:
+            return [*self.argv, mode]
+        if "-m" in self.argv:
+            module = self.argv[self.argv.index("-m") + 1]
+        else:
+            module = Path(self.argv[-1]).stem
+        return [self.argv[0], str(RSS_PROBE), module, mode]
 
 
 def ledgerq_target(
@@ -166,7 +184,7 @@ class Runner:
         started = time.time()
         with (logs / f"{target.key}.{mode}.t{trial}.stderr").open("w") as err:
             proc = subprocess.Popen(
-                [*target.argv, mode],
+                target.command(mode),
                 cwd=self.peers_dir,
                 env=env,
                 stdout=subprocess.PIPE,

@@ -14,16 +14,18 @@ from ledgerq.benchmark.targets import TargetResult
 
 RATIO_CAPTION = (
     "Under each peer's figure: each ledgerq target's ratio to it (throughput ledgerq ÷ peer, "
-    "latency peer ÷ ledgerq), so above 1.00x ledgerq is better."
+    "latency and memory peer ÷ ledgerq), so above 1.00x ledgerq is better."
 )
-RATIO_NOTE = "above 1.00x = ledgerq better: throughput ledgerq ÷ peer, latency peer ÷ ledgerq"
+RATIO_NOTE = (
+    "above 1.00x = ledgerq better: throughput ledgerq ÷ peer, latency and memory peer ÷ ledgerq"
+)
 
 
 def format_value(metric: Metric, value: float | None) -> str:
-    """A figure as shown: whole jobs/s with thousands separators, ms to one decimal."""
+    """A figure as shown: whole jobs/s with thousands separators, ms and MB to one decimal."""
     if value is None:
         return "-"
-    if metric.unit == "ms" and value < 100:
+    if metric.unit in ("ms", "MB") and value < 100:
         return f"{value:.1f}"
     return f"{value:,.0f}"
 

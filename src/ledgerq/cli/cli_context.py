@@ -1,5 +1,6 @@
 """What every command gets: the settings, the application (loaded from ``--app`` on demand)
-and the output mode."""
+and the output mode. The application's module (and with it SQLAlchemy and the store) is
+imported only when a command asks for the application: ``--help`` and usage errors skip it."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledgerq.app.application import LedgerQ
-from ledgerq.config.settings import Settings
 from ledgerq.core import errors
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ledgerq.app.application import LedgerQ
     from ledgerq.cli.logs import ComponentTagger
+    from ledgerq.config.settings import Settings
 
 
 def load_app(reference: str) -> LedgerQ:
     """Import ``module:attribute`` and return the LedgerQ it names, or raise AppNotFound."""
+    from ledgerq.app.application import LedgerQ  # the store's libraries: only when needed
+
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise errors.AppNotFound(f"--app must look like module:attribute, got {reference!r}")
@@ -80,6 +83,8 @@ class CliContext:
                     " --app module:attribute or LEDGERQ_APP"
                 )
             else:
+                from ledgerq.app.application import LedgerQ  # see load_app
+
                 self._app = LedgerQ(self.settings)
         return self._app
 

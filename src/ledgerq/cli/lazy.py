@@ -1,5 +1,7 @@
-"""A click group whose commands are imported only when one is named or the list is shown, so
-``ledgerq worker start`` does not import every other command (and rich, which most use)."""
+"""A click group whose commands are imported only when one is named, so ``ledgerq worker start``
+does not import every other command (and rich, which most use). The group's ``--help`` lists
+commands from their ``lazy_help`` lines where given (importing every command, and with them the
+store and the HTTP libraries, would cost ``ledgerq --help`` most of a second)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,42 @@ from ledgerq.cli.json_flag import accept_json_everywhere
 
 
 class LazyGroup(click.Group):
-    """``lazy_commands`` maps a command's name to ``"module:attribute"`` of its click command;
+    """``lazy_commands`` maps a command's name to ``"module:attribute"`` of its click command,
+    ``lazy_help`` (optional) a command's name to its short help, shown by ``--help`` without
+    importing it (``tests/unit/test_cli_lazy.py`` holds each line to its command's own);
     commands declared on the group itself work as usual."""
 
-    def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        lazy_commands: Mapping[str, str],
+        lazy_help: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands)
+        self.lazy_help = dict(lazy_help or {})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands' list of ``--help``: a ``lazy_help`` line for a command not imported
+        yet, else the command's own short help (as click.Group does)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: list[tuple[str, str]] = []
+        for name in names:
+            if name in self.lazy_help and name not in self.commands:
+                # A bare Command shortens the line exactly as the real one would.
+                stand_in = click.Command(name, help=self.lazy_help[name])
+                rows.append((name, stand_in.get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy_commands})

@@ -18,7 +18,6 @@ from ledgerq.cli import logs
 from ledgerq.cli.cli_context import CliContext
 from ledgerq.cli.lazy import LazyGroup
 from ledgerq.cli.text_log import TextRenderer
-from ledgerq.config.settings import load_settings
 from ledgerq.core import errors
 from ledgerq.runtime.log_context import merge_job_context
 
@@ -81,11 +80,34 @@ TOP_LEVEL_COMMANDS = {
     "worker": _COMMANDS + "worker_cmd:group",
     "workflow": _COMMANDS + "workflow_cmd:group",
 }
+#: Each top-level command's short help, for ``ledgerq --help`` without importing them all
+#: (``tests/unit/test_cli_lazy.py`` checks each against its command's docstring).
+TOP_LEVEL_HELP = {
+    "batch": "Inspect batches of jobs and retry their failures.",
+    "bench": "Measure ledgerq and the peer queues on the same workloads; print figures,"
+    " ledgerq's ratio to each peer and whether the issue's targets are met.",
+    "config": "Inspect settings.",
+    "db": "Create, upgrade and inspect the ledger's tables.",
+    "demo": "Run a realistic mixed workload on a fresh SQLite ledger with a pool of worker"
+    " processes, show progress live, and summarise states, retries, throughput and latency.",
+    "job": "Enqueue and inspect jobs.",
+    "queue": "Inspect, pause and resume queues.",
+    "reconcile": "Put back stuck running jobs, stage due jobs, re-send queued job ids to Redis,"
+    " and delete jobs past their retention.",
+    "schedule": "Manage periodic schedules (code-declared ones appear once a scheduler has"
+    " started).",
+    "scheduler": "Fire the ticks of every schedule until SIGTERM/SIGINT.",
+    "serve": "Serve the HTTP API and dashboard.",
+    "spool": "Inspect and replay the enqueue spool (LEDGERQ_SPOOL).",
+    "worker": "Run and manage workers.",
+    "workflow": "Inspect, cancel and retry workflows.",
+}
 
 
 @click.group(
     cls=LazyGroup,
     lazy_commands=TOP_LEVEL_COMMANDS,
+    lazy_help=TOP_LEVEL_HELP,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option("--app", "app_ref", envvar="LEDGERQ_APP", help="Application as module:attribute.")
@@ -98,6 +120,9 @@ def cli(
     ctx: click.Context, app_ref: str | None, database_url: str | None, as_json: bool, verbose: bool
 ) -> None:
     """ledgerq: a job queue whose SQL database is the truth."""
+    # pydantic-settings only once a command runs: ``ledgerq --help`` does without it.
+    from ledgerq.config.settings import load_settings
+
     settings = load_settings(
         app=app_ref, database_url=database_url, log_level="DEBUG" if verbose else None
     )

@@ -45,13 +45,13 @@ def parse_modes(value: str | None) -> list[str]:
     if not value:
         return list(bench_runner.MODES)
     wanted = {m for part in _split(value) for m in _MODE_ALIASES.get(part, part).split(",")}
-    unknown = sorted(wanted - set(bench_runner.MODES))
+    every = (*bench_runner.MODES, *bench_runner.OPTIONAL_MODES)
+    unknown = sorted(wanted - set(every))
     if unknown:
         raise BenchError(
-            f"unknown measurement(s) {', '.join(unknown)}:"
-            f" choose from {', '.join(bench_runner.MODES)}"
+            f"unknown measurement(s) {', '.join(unknown)}: choose from {', '.join(every)}"
         )
-    return [m for m in bench_runner.MODES if m in wanted]
+    return [m for m in every if m in wanted]
 
 
 def parse_backends(value: str) -> list[str]:
@@ -84,7 +84,10 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
 )
 @click.option("--no-peers", is_flag=True, help="Measure ledgerq only.")
 @click.option(
-    "--only", metavar="LIST", help="Measurements: enqueue_single,enqueue_bulk,drain,io,latency."
+    "--only",
+    metavar="LIST",
+    help="Measurements: enqueue_single,enqueue_bulk,drain,io,latency,memory; memory_drain"
+    " (worker RSS at 10% and 100% of a drain of --n jobs) only when named.",
 )
 @click.option(
     "--backends",
