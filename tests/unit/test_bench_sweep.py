@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ledgerq.benchmark import BenchError, bench_ledgerq, bench_runner, cpu_probe, sweep_report
+from ledgerq.benchmark import (
+    BenchError,
+    bench_ledgerq,
+    bench_runner,
+    cpu_probe,
+    redis_memory,
+    sweep_report,
+)
 from ledgerq.benchmark.sweep_runner import PROCS_ENV, sweep_targets
 from ledgerq.cli.commands import bench_sweep
 from ledgerq.cli.main import main
@@ -245,3 +252,21 @@ def test_tables_markdown_and_json_show_every_cell() -> None:
         "redis_cpu_per_1k": 0.05,
         "db_backends": 5.0,
     }
+
+
+# -- Redis memory per queued id (a private redis-server) -------------------------------------
+
+
+def test_redis_memory_counts_the_ids_pushed_through_the_transport(redis_server: Any) -> None:
+    found = redis_memory.measure(redis_server.url, 20_000)
+    assert found["ids"] == 20_000 and found["encoding"] == "skiplist"
+    # A 20-byte member, its score and the skiplist/dict links: tens of bytes, not kilobytes.
+    assert 40 < found["bytes_per_id"] < 400
+    client = redis_server.client()
+    try:
+        assert client.dbsize() == 0  # it deletes what it wrote
+        client.set("someone-else", "1")
+        with pytest.raises(BenchError, match="holds keys"):
+            redis_memory.measure(redis_server.url, 10)
+    finally:
+        client.close()
