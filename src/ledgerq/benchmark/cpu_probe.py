@@ -54,11 +54,6 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
 
 
-def all_pids() -> list[int]:
-    """Every process id in ``/proc``."""
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
 def redis_cpu_seconds(info: dict[str, Any]) -> float:
     """Redis's own CPU seconds (``used_cpu_sys`` + ``used_cpu_user`` of INFO CPU)."""
     return float(info.get("used_cpu_sys", 0.0)) + float(info.get("used_cpu_user", 0.0))
@@ -185,14 +180,15 @@ class Probe:
         return set()
 
     def _sample_workers(self, groups: set[int], started: bool) -> bool:
-        if not groups:
-            return False
+        # Each worker leads its process group (the harness starts it in a new session), and a
+        # worker's children, if any, count in its cutime once reaped: reading the leaders
+        # alone keeps the probe's own CPU small on a loaded machine (no /proc scan).
         alive = False
-        for pid in all_pids():
-            stat = read_stat(pid)
-            if stat is not None and stat.pgrp in groups:
+        for pgid in groups:
+            stat = read_stat(pgid)
+            if stat is not None and stat.pgrp == pgid:
                 alive = True
-                self._workers.see(pid, stat.cpu_seconds, started=True)
+                self._workers.see(pgid, stat.cpu_seconds, started=True)
         return alive
 
     def _sample_db(self, started: bool) -> None:
