@@ -5,6 +5,7 @@ reads the bench database's backends (PostgreSQL) and Redis's INFO CPU."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -57,8 +58,9 @@ class Watcher:
     @contextlib.contextmanager
     def _watch(self, target: Target, pgids: Path) -> Iterator[Callable[[], dict[str, Any]]]:
         sources = cpu_probe.Sources(self._backend_pids(target), self._redis_info)
+        load = os.getloadavg()[0]  # how busy the machine was as the run began
         with cpu_probe.watching(pgids, sources) as probe:
-            yield lambda: _fields(probe.readings())
+            yield lambda: {**_fields(probe.readings()), "load_1m": round(load, 2)}
 
     def _backend_pids(self, target: Target) -> Callable[[], list[int]] | None:
         url = _ledger_url(target)

@@ -89,7 +89,7 @@ def _measure(
     del context["summary_file"]
     cells = sweep_report.summarize(rows)
     summary = Path(context["results_file"]).with_suffix(".md")
-    summary.write_text(f"# ledgerq bench {context['command']}\n\n{sweep_report.markdown(cells)}")
+    summary.write_text(f"# {context['command']}\n\n{sweep_report.markdown(cells)}")
     context["summary_file"] = str(summary)
     return cells, context
 
