@@ -22,6 +22,7 @@ from ledgerq.benchmark import (
     cpu_probe,
     redis_memory,
     sweep_report,
+    sweep_runner,
 )
 from ledgerq.benchmark.sweep_runner import PROCS_ENV, sweep_targets
 from ledgerq.cli.commands import bench_sweep
@@ -270,3 +271,20 @@ def test_redis_memory_counts_the_ids_pushed_through_the_transport(redis_server: 
             redis_memory.measure(redis_server.url, 10)
     finally:
         client.close()
+
+
+def test_database_cpu_is_read_only_for_a_local_postgresql(tmp_path: Path) -> None:
+    def url_of(backend: str, url: str, direct: str | None = None) -> str | None:
+        target = bench_runner.ledgerq_target(backend, url, tmp_path, direct)
+        found = sweep_runner.ledger_url(target)
+        return None if found is None else found.render_as_string()
+
+    assert url_of("postgresql", "postgresql://u@127.0.0.1:5440/b") == (
+        "postgresql://u@127.0.0.1:5440/b"
+    )
+    assert url_of("postgresql", "postgresql://u@db.internal/b") is None  # pids of another host
+    assert url_of("mysql", "mariadb://root@127.0.0.1/b") is None
+    behind = url_of(
+        "postgresql-pgbouncer", "postgresql://u@127.0.0.1:6432/b", "postgresql://u@localhost/b"
+    )
+    assert behind == "postgresql://u@localhost/b"  # the server's backends, not PgBouncer's

@@ -197,7 +197,8 @@ class Probe:
         with contextlib.suppress(Exception):  # a failed sample only makes the floor lower
             for pid in self._sources.backend_pids():
                 stat = read_stat(pid)
-                if stat is not None:
+                # Only a local postgres process: a remote server's pid means another process here.
+                if stat is not None and stat.comm.startswith("postgres"):
                     self._db.see(pid, stat.cpu_seconds, started)
 
     def _redis_cpu(self) -> float | None:

@@ -17,6 +17,8 @@ from ledgerq.benchmark import cpu_probe
 from ledgerq.benchmark.bench_runner import BENCH_REDIS_URL, Target
 from ledgerq.store.engine import create_engine
 
+#: Database hosts whose backends run on this machine (their CPU is read from /proc).
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 #: bench_ledgerq.py's variable for its number of worker processes.
 PROCS_ENV = "BENCH_LEDGERQ_PROCS"
 _BACKENDS_SQL = (
@@ -34,12 +36,15 @@ def sweep_targets(targets: Sequence[Target], procs: Sequence[int]) -> list[Targe
     ]
 
 
-def _ledger_url(target: Target) -> sa.URL | None:
-    """The target's PostgreSQL ledger, past PgBouncer when it has a direct URL; else None."""
+def ledger_url(target: Target) -> sa.URL | None:
+    """The target's PostgreSQL ledger, past PgBouncer when it has a direct URL, if its server
+    runs on this machine; else None (no database CPU is measured)."""
     raw = target.env.get("LEDGERQ_DATABASE_DIRECT_URL") or target.env.get("LEDGERQ_DATABASE_URL")
     if not raw or not raw.startswith("postgres"):
         return None
-    return sa.make_url(raw)
+    url = sa.make_url(raw)
+    # Backends are read from this host's /proc: a server elsewhere has no CPU figure here.
+    return url if (url.host or "localhost") in LOCAL_HOSTS else None
 
 
 class Watcher:
@@ -63,7 +68,7 @@ class Watcher:
             yield lambda: {**_fields(probe.readings()), "load_1m": round(load, 2)}
 
     def _backend_pids(self, target: Target) -> Callable[[], list[int]] | None:
-        url = _ledger_url(target)
+        url = ledger_url(target)
         if url is None:
             return None
         admin = url.set(database="postgres").render_as_string(hide_password=False)
