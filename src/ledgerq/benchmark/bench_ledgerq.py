@@ -149,10 +149,21 @@ def paced(rate: float, duration: float) -> tuple[int, float]:
     return int(count), float(elapsed)
 
 
+def worker_processes() -> int:
+    """``BENCH_LEDGERQ_PROCS`` (the sweep of ``ledgerq bench --procs``), else 2."""
+    raw = os.environ.get("BENCH_LEDGERQ_PROCS", "")
+    if not raw:
+        return WORKER_PROCESSES
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"BENCH_LEDGERQ_PROCS must be a whole number >= 1, got {raw!r}")
+    return int(raw)
+
+
 def worker_cmds(mode: str) -> list[list[str]]:
-    """Two ``ledgerq worker start`` processes of 8 slots each, for every mode, each pinned to
-    a CPU of its own (``--pin-cpu``, as we recommend for workers sharing a host; see
-    runtime/affinity.py). ``BENCH_LEDGERQ_PIN_CPU=0`` runs them unpinned."""
+    """Two (``BENCH_LEDGERQ_PROCS``) ``ledgerq worker start`` processes of 8 slots each, for
+    every mode, each pinned to a CPU of its own while one is free (``--pin-cpu``, as we
+    recommend for workers sharing a host; see runtime/affinity.py: past the CPUs, the rest run
+    unpinned). ``BENCH_LEDGERQ_PIN_CPU=0`` runs them all unpinned."""
     ledgerq = Path(sys.executable).with_name("ledgerq")
     entry = [str(ledgerq)] if ledgerq.exists() else [sys.executable, "-m", "ledgerq.cli.main"]
     argv = [
@@ -167,7 +178,7 @@ def worker_cmds(mode: str) -> list[list[str]]:
         bench_tasks.QUEUE,
         "--pin-cpu" if os.environ.get("BENCH_LEDGERQ_PIN_CPU", "1") != "0" else "--no-pin-cpu",
     ]
-    return [list(argv) for _ in range(WORKER_PROCESSES)]
+    return [list(argv) for _ in range(worker_processes())]
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,8 @@ class Target:
     key: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    """Fields added to each result line of this target (the sweep's ``procs``)."""
 
     def command(self, mode: str) -> list[str]:
         """The argv of one run: the harness's ``argv + [mode]``, or for a memory mode
@@ -139,6 +142,10 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+#: See ``Runner.watch``.
+Watch = Callable[[Target, Path], AbstractContextManager[Callable[[], dict[str, Any]]]]
+
+
 @dataclass
 class Runner:
     """Runs targets through the harness in ``peers_dir`` and records every result."""
@@ -148,6 +155,9 @@ class Runner:
     results_path: Path
     timeout_seconds: float = RUN_TIMEOUT_SECONDS
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Around every measured run: given the target and its worker-pgids file, a context whose
+    #: value, called after the run, returns fields to add to the result (the sweep's CPU).
+    watch: Watch | None = None
 
     def setup(self, target: Target) -> dict[str, Any]:
         """Run the harness's ``setup`` mode (not recorded); the parsed result line."""
@@ -182,7 +192,11 @@ class Runner:
         pgids.write_text("")
         env = child_env({**self.sizes.env(), **target.env, "BENCH_TRIAL": str(trial)})
         started = time.time()
-        with (logs / f"{target.key}.{mode}.t{trial}.stderr").open("w") as err:
+        watch = self.watch if self.watch is not None and mode != "setup" else _unwatched
+        with (
+            watch(target, pgids) as extra,
+            (logs / f"{target.key}.{mode}.t{trial}.stderr").open("w") as err,
+        ):
             proc = subprocess.Popen(
                 target.command(mode),
                 cwd=self.peers_dir,
@@ -212,8 +226,15 @@ class Runner:
             mode=mode,
             trial=trial,
             wall_s=result.get("wall_s", round(time.time() - started, 2)),
+            **target.labels,
+            **extra(),
         )
         return result
+
+
+@contextlib.contextmanager
+def _unwatched(target: Target, pgids: Path) -> Iterator[Callable[[], dict[str, Any]]]:
+    yield dict
 
 
 def stop_group(proc: subprocess.Popen[str]) -> None:

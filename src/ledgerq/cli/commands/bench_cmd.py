@@ -98,6 +98,13 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
     " postgresql-pgbouncer: the PostgreSQL ledger through --pgbouncer-url).",
 )
 @click.option(
+    "--procs",
+    metavar="LIST",
+    help="Sweep the worker process count, e.g. 1,2,4,8,16: drain and io of the ledgerq"
+    " backends at each count, with the database's, workers' and Redis's CPU (no peers;"
+    " default: no sweep, 2 processes).",
+)
+@click.option(
     "--trials", type=click.IntRange(1, 20), default=1, show_default=True, help="Median of K trials."
 )
 @click.option(
@@ -175,6 +182,10 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
 def command(cli: CliContext, /, **options: Any) -> int:
     """Measure ledgerq and the peer queues on the same workloads; print figures, ledgerq's
     ratio to each peer and whether the issue's targets are met. Speed only, never a test."""
+    if options["procs"] is not None:
+        from ledgerq.cli.commands import bench_sweep  # imports this module: import it late
+
+        return bench_sweep.run(cli, options)
     modes = parse_modes(options["only"])
     backends = parse_backends(options["backends"])
     bench_runner.check_extra()
@@ -210,22 +221,23 @@ def _measure(options: dict[str, Any], modes: list[str], backends: list[str]) -> 
         results_path=options["results_dir"] / f"results-{stamp}.jsonl",
         timeout_seconds=options["timeout_s"],
     )
-    targets = _ledgerq_targets(bench, backends, options, note)
+    targets = ledgerq_targets(bench, backends, options, note)
     targets += _peer_targets(peers_dir, chosen, note)
     if not targets:
         raise BenchError("nothing left to measure: every backend failed its setup")
     load = os.getloadavg()
-    rows = _run_with_progress(bench, targets, modes, options["trials"], note)
-    context = _context(options, stamp, load, bench, targets)
+    rows = run_with_progress(bench, targets, modes, options["trials"], note)
+    context = context_of(options, stamp, load, bench, targets)
     report = Report.from_rows(rows, context, lat_rate=options["lat_rate"])
     summary_path = Path(report.context["summary_file"])
     summary_path.write_text(_summary_markdown(report))
     return report
 
 
-def _ledgerq_targets(
+def ledgerq_targets(
     bench: bench_runner.Runner, backends: list[str], options: dict[str, Any], note: Console
 ) -> list[bench_runner.Target]:
+    """The ledgerq targets of ``backends`` whose setup (create database, migrate) worked."""
     urls = {
         **bench_runner.DEFAULT_URLS,
         "postgresql": options["postgres_url"],
@@ -260,13 +272,14 @@ def _peer_targets(peers_dir: Path, chosen: list[str], note: Console) -> list[ben
     return [bench_runner.peer_target(name, python) for name in chosen]
 
 
-def _run_with_progress(
+def run_with_progress(
     bench: bench_runner.Runner,
     targets: list[bench_runner.Target],
     modes: list[str],
     trials: int,
     note: Console,
 ) -> list[dict[str, Any]]:
+    """``bench.run_all`` under a rich progress bar on ``note``; the result rows."""
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -289,13 +302,14 @@ def _run_with_progress(
     return rows
 
 
-def _context(
+def context_of(
     options: dict[str, Any],
     stamp: str,
     load: tuple[float, float, float],
     bench: bench_runner.Runner,
     targets: list[bench_runner.Target],
 ) -> dict[str, Any]:
+    """The run's context for the JSON and the summary: command, sizes, machine, files."""
     return {
         "command": " ".join(["ledgerq", *sys.argv[1:]]) if sys.argv else "ledgerq bench",
         "started_at": stamp,
