@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ledgerq.benchmark import BenchError, bench_cells, bench_report, bench_runner, bench_tables
+from ledgerq.benchmark import (
+    BenchError,
+    bench_cells,
+    bench_ledgerq,
+    bench_report,
+    bench_runner,
+    bench_tables,
+)
 from ledgerq.benchmark.bench_cells import METRIC_BY_KEY, Cell
 from ledgerq.benchmark.bench_report import Report
 from ledgerq.cli.commands import bench_cmd
@@ -359,3 +366,24 @@ def test_the_pgbouncer_backend_runs_its_workers_in_pooler_mode(tmp_path: Path) -
     assert target.env["LEDGERQ_DATABASE_DIRECT_URL"] == "postgresql://h:5432/db"
     plain = bench_runner.ledgerq_target("postgresql", "postgresql://h:5432/db", tmp_path)
     assert "LEDGERQ_DB_POOLER" not in plain.env
+
+
+def test_ledgerq_workers_run_unpinned_unless_the_pinned_target_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29 judges the defaults a user gets (unpinned); ``--pinned`` adds pinned targets
+    beside them, under their own key, on the same ledger."""
+    plain = bench_runner.ledgerq_target("postgresql-redis", "postgresql://h/db", tmp_path)
+    pinned = bench_runner.ledgerq_target(
+        "postgresql-redis", "postgresql://h/db", tmp_path, pinned=True
+    )
+    assert (plain.key, pinned.key) == (
+        "ledgerq_postgresql_redis",
+        "ledgerq_postgresql_redis_pinned",
+    )
+    assert pinned.env["LEDGERQ_DATABASE_URL"] == plain.env["LEDGERQ_DATABASE_URL"]
+    for target, flag in ((plain, "--no-pin-cpu"), (pinned, "--pin-cpu")):
+        monkeypatch.setenv("BENCH_LEDGERQ_PIN_CPU", target.env["BENCH_LEDGERQ_PIN_CPU"])
+        assert all(flag in argv for argv in bench_ledgerq.worker_cmds("drain"))
+    monkeypatch.delenv("BENCH_LEDGERQ_PIN_CPU")
+    assert all("--no-pin-cpu" in argv for argv in bench_ledgerq.worker_cmds("drain"))

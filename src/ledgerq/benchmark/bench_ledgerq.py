@@ -161,9 +161,9 @@ def worker_processes() -> int:
 
 def worker_cmds(mode: str) -> list[list[str]]:
     """Two (``BENCH_LEDGERQ_PROCS``) ``ledgerq worker start`` processes of 8 slots each, for
-    every mode, each pinned to a CPU of its own while one is free (``--pin-cpu``, as we
-    recommend for workers sharing a host; see runtime/affinity.py: past the CPUs, the rest run
-    unpinned). ``BENCH_LEDGERQ_PIN_CPU=0`` runs them all unpinned."""
+    every mode, unpinned as a user's workers start by default. ``BENCH_LEDGERQ_PIN_CPU=1``
+    (``ledgerq bench --pinned``) pins each to a CPU of its own while one is free
+    (``--pin-cpu``; see runtime/affinity.py: past the CPUs, the rest run unpinned)."""
     ledgerq = Path(sys.executable).with_name("ledgerq")
     entry = [str(ledgerq)] if ledgerq.exists() else [sys.executable, "-m", "ledgerq.cli.main"]
     argv = [
@@ -176,7 +176,7 @@ def worker_cmds(mode: str) -> list[list[str]]:
         str(CONCURRENCY),
         "--queues",
         bench_tasks.QUEUE,
-        "--pin-cpu" if os.environ.get("BENCH_LEDGERQ_PIN_CPU", "1") != "0" else "--no-pin-cpu",
+        "--pin-cpu" if os.environ.get("BENCH_LEDGERQ_PIN_CPU", "0") == "1" else "--no-pin-cpu",
     ]
     return [list(argv) for _ in range(worker_processes())]
 

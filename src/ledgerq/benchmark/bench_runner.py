@@ -52,6 +52,8 @@ _LABELS = {
     "postgresql-redis-down": "postgresql_redis_down",
     "postgresql-pgbouncer": "postgresql_pgbouncer",
 }
+#: The key suffix of a ledgerq target whose workers are pinned (``ledgerq bench --pinned``).
+PINNED_SUFFIX = "_pinned"
 #: The Redis transport of the ``postgresql-redis`` backend: its own database number and
 #: namespace, apart from the harness's bookkeeping (db 15).
 BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -103,12 +105,19 @@ class Target:
 
 
 def ledgerq_target(
-    backend: str, url: str, peers_dir: Path, direct_url: str | None = None
+    backend: str,
+    url: str,
+    peers_dir: Path,
+    direct_url: str | None = None,
+    *,
+    pinned: bool = False,
 ) -> Target:
     """ledgerq on ``backend`` (postgresql, sqlite, mysql, postgresql-redis: the PostgreSQL
     ledger with the Redis transport, postgresql-redis-down: the same while Redis is
     unreachable, or postgresql-pgbouncer: ``url`` is a PgBouncer in transaction pooling mode
-    in front of the ledger at ``direct_url``), run with this interpreter."""
+    in front of the ledger at ``direct_url``), run with this interpreter. Its workers run
+    unpinned, as a user's do by default; ``pinned`` pins each to a CPU (``--pin-cpu``), under
+    the key ``ledgerq_<backend>_pinned``."""
     path = os.pathsep.join(filter(None, [str(peers_dir), os.environ.get("PYTHONPATH")]))
     env = {
         "LEDGERQ_DATABASE_URL": url.format(scratch=peers_dir.parent),
@@ -123,8 +132,9 @@ def ledgerq_target(
         env["LEDGERQ_DB_POOLER"] = "pgbouncer"
         if direct_url is not None:  # LISTEN, and creating the database
             env["LEDGERQ_DATABASE_DIRECT_URL"] = direct_url
-    key = f"ledgerq_{_LABELS[backend]}"
+    key = f"ledgerq_{_LABELS[backend]}{PINNED_SUFFIX if pinned else ''}"
     env["BENCH_LEDGERQ_NAME"] = key
+    env["BENCH_LEDGERQ_PIN_CPU"] = "1" if pinned else "0"
     argv = (sys.executable, "-m", "ledgerq.benchmark.bench_ledgerq")
     return Target(key, argv, env)
 

@@ -98,6 +98,13 @@ def parse_peers(value: str | None, no_peers: bool, known: list[str]) -> list[str
     " postgresql-pgbouncer: the PostgreSQL ledger through --pgbouncer-url).",
 )
 @click.option(
+    "--pinned",
+    is_flag=True,
+    help="Also run each ledgerq backend with its workers pinned to a CPU each (--pin-cpu),"
+    " shown beside as ledgerq/<backend>_pinned; the targets are judged unpinned, as a user's"
+    " workers start by default.",
+)
+@click.option(
     "--procs",
     metavar="LIST",
     help="Sweep the worker process count, e.g. 1,2,4,8,16: drain and io of the ledgerq"
@@ -257,6 +264,12 @@ def ledgerq_targets(
             note.print(f"{display_name(target.key)}: skipped, its setup failed: {first}")
             continue
         ready.append(target)
+        if options.get("pinned"):
+            # Same ledger, so its setup is done: only the workers' affinity differs.
+            pinned = bench_runner.ledgerq_target(
+                backend, urls[backend], bench.peers_dir, direct, pinned=True
+            )
+            ready.append(pinned)
     return ready
 
 
