@@ -32,10 +32,8 @@ class PayloadCodec:
             text = _ENCODER.encode(value)
         except (TypeError, ValueError) as exc:
             raise errors.PayloadError(f"job arguments must be JSON: {exc}") from None
-        if text.isascii():  # one byte per character, and no lone surrogate: nothing to encode
-            size = len(text)
-        else:
-            size = self._utf8_size(text)
+        # ASCII: one byte per character and no lone surrogate, so nothing to encode.
+        size = len(text) if text.isascii() else self._utf8_size(text)
         if size > self.max_bytes:
             raise errors.PayloadError(
                 f"payload of {size} bytes exceeds the cap of {self.max_bytes} bytes"
