@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import json.encoder
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledgerq.core import errors
@@ -10,8 +12,25 @@ from ledgerq.core import errors
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_DEPTH = 32
 # Built once: ``json.dumps`` with any option builds a new encoder on every call, which cost a
-# bulk enqueue as much client CPU as the encoding itself.
+# bulk enqueue as much client CPU as the encoding itself. Where CPython's C encoder exists it
+# is called directly (``JSONEncoder.encode`` still builds one per call). Without cycle
+# markers: a payload with a cycle never gets here (a flat one has none, and ``_check_depth``
+# refuses a nested one as too deep), and no state is shared between threads.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_MAKE_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE: Callable[[Any, int], Sequence[str]] | None = (
+    None
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+
+def _to_json(value: Any) -> str:
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 class PayloadCodec:
@@ -29,7 +48,7 @@ class PayloadCodec:
 
     def _dump(self, value: Any) -> str:
         try:
-            text = _ENCODER.encode(value)
+            text = _to_json(value)
         except (TypeError, ValueError) as exc:
             raise errors.PayloadError(f"job arguments must be JSON: {exc}") from None
         # ASCII: one byte per character and no lone surrogate, so nothing to encode.

@@ -164,8 +164,13 @@ class Client:
         first = self.build(spec, calls[0][0], calls[0][1], _keyed(options, None))
         jobs = [first]
         encode, check = self._codec.encode_args, spec.check_arguments
+        # Whether arguments bind to the handler depends on their count and keywords only.
+        fitting = {(len(calls[0][0]), tuple(calls[0][1]))}
         for args, kwargs in calls[1:]:
-            check(args, kwargs)
+            shape = (len(args), tuple(kwargs))
+            if shape not in fitting:
+                check(args, kwargs)
+                fitting.add(shape)
             jobs.append(
                 NewJob(
                     task=first.task,
