@@ -91,6 +91,16 @@ class RedisServer:
             self._proc.send_signal(signal.SIGKILL)
             self._proc.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP the server: connections stay open, nothing is answered until ``resume``."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused server."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
+
     def restart(self) -> None:
         """Kill and start again on the same port (empty)."""
         self.kill()

@@ -100,6 +100,7 @@ def test_redis_killed_mid_run_workers_poll_then_return(
     app.record_effect.enqueue_many([(k,) for k in down_keys])
     for k in down_keys[:20]:
         app.record_effect.enqueue(k + "-single")
+    assert client.flush_hints(10)
     assert client.unannounced == 2020
     # ... and the workers carry on by polling.
     wait_until(lambda: succeeded(db) >= 5000, timeout=60, what="progress while Redis is down")
@@ -120,11 +121,12 @@ def test_redis_killed_mid_run_workers_poll_then_return(
     def pushed_again() -> bool:
         probes.append(f"probe-{len(probes)}")
         app.record_effect.enqueue(probes[-1])
-        return client.unannounced == 2020 + len(probes) - 1
+        return client.flush_hints(10) and client.unannounced == 2020 + len(probes) - 1
 
     wait_until(pushed_again, timeout=30, what="producer pushing to Redis again")
     skipped = client.unannounced
     app.record_effect.enqueue_many([(k,) for k in back_keys])
+    assert client.flush_hints(10)
     assert client.unannounced == skipped  # the new ids really went through Redis
     everything = {*keys, *down_keys, *(k + "-single" for k in down_keys[:20]), *back_keys}
     everything.update(probes)

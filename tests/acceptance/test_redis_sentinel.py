@@ -69,6 +69,7 @@ def run_failover(ledger: Make, procs: Procs, deployment: SentinelSet) -> None:
     client = producer.app.client
     before = [f"a{i:04d}" for i in range(2000)]
     producer.slow.enqueue_many([(k, 0.02) for k in before])
+    assert client.flush_hints(10)
     assert client.unannounced == 0  # pushed to the master the sentinels named
     env = {
         "LEDGERQ_REDIS_URL": url,
@@ -101,6 +102,7 @@ def run_failover(ledger: Make, procs: Procs, deployment: SentinelSet) -> None:
     # are in the ledger, and the reconciler sends their ids once Redis answers.
     during = [f"d{i:03d}" for i in range(200)]
     producer.slow.enqueue_many([(k, 0.02) for k in during])
+    assert client.flush_hints(10)
     assert client.unannounced == len(during)
 
     new_port = deployment.replica.port
@@ -120,13 +122,14 @@ def run_failover(ledger: Make, procs: Procs, deployment: SentinelSet) -> None:
     def pushed_again() -> bool:
         after.append(f"p{len(after):03d}")
         producer.slow.enqueue(after[-1], 0.02)
-        return client.unannounced == len(during) + len(after) - 1
+        return client.flush_hints(10) and client.unannounced == len(during) + len(after) - 1
 
     wait_until(pushed_again, timeout=FOLLOW_BOUND_SECONDS, what="the producer pushing again")
     with deployment.replica.client() as new_master:
         served_before = pops_served(new_master)
         batch = [f"b{i:03d}" for i in range(300)]
         producer.slow.enqueue_many([(k, 0.02) for k in batch])
+        assert client.flush_hints(10)
         assert client.unannounced == len(during) + len(after) - 1  # all sent to the new master
         everything = {*before, *lost, *during, *after, *batch}
         wait_until(lambda: succeeded(db) == len(everything), timeout=60, what="all jobs done")

@@ -60,6 +60,51 @@ def test_enqueue_many_is_one_bulk_insert_with_ids_in_order(app: LedgerQ) -> None
     assert app.jobs.get(ids[-1]).args_json == '{"args":[],"kwargs":{"n":7}}'
 
 
+def test_enqueue_many_applies_its_options_to_every_job_and_checks_every_call(
+    app: LedgerQ,
+) -> None:
+    @app.task(queue="sms", max_attempts=4)
+    def send(ctx: JobContext, n: int) -> None: ...
+
+    # The options are checked once for the batch, but every call's arguments and payload.
+    with pytest.raises(errors.ArgumentsMismatch):
+        send.enqueue_many([(1,), (2,), (3, 4), (5,)])
+    with pytest.raises(errors.PayloadError):
+        send.enqueue_many([(1,), ("é" * 600,)])  # 1,200 bytes once encoded: over the cap
+    with pytest.raises(errors.InvalidQueueName):
+        send.enqueue_many([(1,), (2,)], queue="bad queue!")
+    assert app.jobs.list() == []
+    ids = [h.job_id for h in send.enqueue_many([(n,) for n in range(5)], priority=3, delay=60)]
+    ids += [h.job_id for h in send.enqueue_many([{"n": 9}], queue="other")]
+    stored = [app.jobs.get(i) for i in ids]
+    assert [j.args_json for j in stored[:5]] == [
+        f'{{"args":[{n}],"kwargs":{{}}}}' for n in range(5)
+    ]
+    assert {(j.queue, j.priority, j.state, j.max_attempts) for j in stored[:5]} == {
+        ("sms", 3, S.SCHEDULED, 4)
+    }
+    assert (stored[5].queue, stored[5].state, stored[5].args_json) == (
+        "other",
+        S.QUEUED,
+        '{"args":[],"kwargs":{"n":9}}',
+    )
+
+
+def test_enqueue_many_dedupes_by_the_keys_given(app: LedgerQ) -> None:
+    @app.task()
+    def report(ctx: JobContext, customer: int) -> None: ...
+
+    # A window without any key in the batch is no mistake: no job takes one.
+    plain = report.enqueue_many([(1,), (2,)], dedupe_for=60)
+    assert [h.duplicate for h in plain] == [False, False]
+    results = report.enqueue_many([(3,), (4,), (5,)], dedupe_keys=[None, "k", "k"], dedupe_for=60)
+    assert [r.duplicate for r in results] == [False, False, True]
+    assert results[2].job_id == results[1].job_id
+    again = report.enqueue_many([(6,)], dedupe_keys=["k"])
+    assert again[0].duplicate and again[0].job_id == results[1].job_id
+    assert len(app.jobs.list()) == 4
+
+
 def test_transactional_enqueue_exists_only_if_the_business_data_commits(
     app: LedgerQ, database_url: str
 ) -> None:

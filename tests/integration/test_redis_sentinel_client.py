@@ -44,6 +44,7 @@ def test_the_application_pool_uses_the_master_the_sentinels_name(
 
     try:
         handle = noop.enqueue()
+        assert app.client.flush_hints(10)
         assert app.client.unannounced == 0
         port = deployment.master.port
         with redis.Redis(host="127.0.0.1", port=port, password=PASSWORD, db=3) as master:

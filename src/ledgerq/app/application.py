@@ -106,6 +106,7 @@ class LedgerQ:
                 self.parts.codec,
                 finished=self.parts.finished,
                 spooler=None if spool is None else Spooler(spool, self.parts.store),
+                background_push=wiring.pushes_in_background(self.settings, self.parts),
             )
         return self._client
 
@@ -400,6 +401,8 @@ class LedgerQ:
         if self._locks is not None:
             self._locks.manager.close()
             self._locks = None
+        if self._client is not None:
+            self._client.close()  # its last hints go out before the Redis pool closes
         if self._parts is not None:
             self._parts.close()
             self._parts = None

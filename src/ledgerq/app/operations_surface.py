@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic import SecretStr
 
-from ledgerq.app.wiring import Parts, producer_transport, redis_lock_manager
+from ledgerq.app.wiring import Parts, producer_transport, pushes_in_background, redis_lock_manager
 from ledgerq.config.settings import Settings
 from ledgerq.core import errors
 from ledgerq.core.fleet import WorkerState
@@ -199,7 +199,12 @@ def build_client(
 ) -> Client:
     """A producer Client whose enqueues are counted by ``events``."""
     return Client(
-        parts.store, producer_transport(settings, parts), registry, parts.codec, events=events
+        parts.store,
+        producer_transport(settings, parts),
+        registry,
+        parts.codec,
+        events=events,
+        background_push=pushes_in_background(settings, parts),
     )
 
 

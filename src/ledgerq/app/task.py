@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, ParamSpec, Protocol, TypeVar
 
-from ledgerq.core import errors
 from ledgerq.core.job import JOB_OPTION_NAMES, JobOptions
 from ledgerq.core.tasks import TaskSpec
 from ledgerq.core.workflow import StepCall
@@ -125,23 +124,13 @@ class Task(Generic[P, R]):
         item, None for none) and ``dedupe_for`` work as in ``enqueue``; a key repeated within
         the batch makes the later item a duplicate of the first."""
         client = self.app.client
-        calls = list(calls)
-        keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(calls)
-        if len(keys) != len(calls):
-            raise errors.InvalidJob(f"{len(keys)} dedupe_keys for {len(calls)} calls")
-        jobs = [
-            client.build(
-                self.spec,
-                () if isinstance(call, dict) else tuple(call),
-                call if isinstance(call, dict) else None,
-                delay=delay,
-                priority=priority,
-                queue=queue,
-                dedupe_key=key,
-                dedupe_for=dedupe_for if key is not None else None,
-            )
-            for call, key in zip(calls, keys, strict=True)
-        ]
+        options = JobOptions(delay=delay, priority=priority, queue=queue, dedupe_for=dedupe_for)
+        jobs = client.build_many(
+            self.spec,
+            [((), call) if isinstance(call, dict) else (tuple(call), {}) for call in calls],
+            options,
+            None if dedupe_keys is None else list(dedupe_keys),
+        )
         return client.enqueue(jobs, tx=tx) if jobs else []
 
 

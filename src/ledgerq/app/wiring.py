@@ -157,6 +157,12 @@ def producer_transport(settings: Settings, parts: Parts) -> Transport:
     return redis_transport(settings, parts)
 
 
+def pushes_in_background(settings: Settings, parts: Parts) -> bool:
+    """Whether a producer's hints go to Redis from a thread of their own
+    (``REDIS_PUSH=background`` with Redis configured; without Redis nothing is sent)."""
+    return parts.redis is not None and settings.redis_push == "background"
+
+
 def reconcile_policy(settings: Settings) -> ReconcilePolicy:
     """The reconciler's policy from settings."""
     return ReconcilePolicy(

@@ -3,12 +3,34 @@
 from __future__ import annotations
 
 import json
+import json.encoder
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledgerq.core import errors
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_DEPTH = 32
+# Built once: ``json.dumps`` with any option builds a new encoder on every call, which cost a
+# bulk enqueue as much client CPU as the encoding itself. Where CPython's C encoder exists it
+# is called directly (``JSONEncoder.encode`` still builds one per call). Without cycle
+# markers: a payload with a cycle never gets here (a flat one has none, and ``_check_depth``
+# refuses a nested one as too deep), and no state is shared between threads.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_MAKE_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE: Callable[[Any, int], Sequence[str]] | None = (
+    None
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+
+def _to_json(value: Any) -> str:
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 class PayloadCodec:
@@ -26,22 +48,27 @@ class PayloadCodec:
 
     def _dump(self, value: Any) -> str:
         try:
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            text = _to_json(value)
         except (TypeError, ValueError) as exc:
             raise errors.PayloadError(f"job arguments must be JSON: {exc}") from None
+        # ASCII: one byte per character and no lone surrogate, so nothing to encode.
+        size = len(text) if text.isascii() else self._utf8_size(text)
+        if size > self.max_bytes:
+            raise errors.PayloadError(
+                f"payload of {size} bytes exceeds the cap of {self.max_bytes} bytes"
+            )
+        return text
+
+    @staticmethod
+    def _utf8_size(text: str) -> int:
         try:
-            size = len(text.encode("utf-8"))
+            return len(text.encode("utf-8"))
         except UnicodeEncodeError:
             # A lone surrogate ("\ud800") is valid in a Python str and JSON's \u escapes,
             # but no database can store it.
             raise errors.PayloadError(
                 "job arguments must be valid Unicode text (they hold a lone surrogate)"
             ) from None
-        if size > self.max_bytes:
-            raise errors.PayloadError(
-                f"payload of {size} bytes exceeds the cap of {self.max_bytes} bytes"
-            )
-        return text
 
     def decode(self, text: str) -> Any:
         """Parse stored JSON text; raise ``PayloadError`` if it is not JSON."""

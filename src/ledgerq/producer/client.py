@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ledgerq.core import errors
 from ledgerq.core.codec import PayloadCodec
@@ -24,6 +25,7 @@ from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.validation import check_job_id, check_seconds, check_text
+from ledgerq.producer.announcer import Announcer
 from ledgerq.producer.job_handle import JobHandle, SpooledHandle, wait_for_job
 from ledgerq.producer.spooler import Spooler
 
@@ -44,10 +46,14 @@ class Client:
         events: EventSink | None = None,
         finished: FinishSignal | None = None,
         spooler: Spooler | None = None,
+        *,
+        background_push: bool = False,
     ) -> None:
         """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit;
         ``finished`` (optional) wakes ``wait`` when a job finishes; with ``spooler`` an
-        enqueue the database cannot take goes to the spool."""
+        enqueue the database cannot take goes to the spool. ``background_push``: committed
+        jobs' hints are sent by a thread of their own (``Announcer``), so an enqueue does not
+        wait for the transport; else before ``enqueue`` returns."""
         self._finished = finished
         self.store = store
         self.spooler = spooler
@@ -55,8 +61,26 @@ class Client:
         self._transport = transport
         self._registry = registry
         self._codec = codec
-        self.unannounced = 0
-        """Hints this client could not send (their jobs wait for the reconciler)."""
+        self._announcer = Announcer(transport) if background_push else None
+        self._unsent = 0
+
+    @property
+    def unannounced(self) -> int:
+        """Hints this client could not send (their jobs wait for an idle worker's query or
+        the reconciler). With ``background_push``, hints still waiting are not counted:
+        ``flush_hints`` first."""
+        sent_later = 0 if self._announcer is None else self._announcer.unsent
+        return self._unsent + sent_later
+
+    def flush_hints(self, timeout: float = 2.0) -> bool:
+        """Wait up to ``timeout`` seconds until the hints of every enqueue so far were sent
+        (or counted in ``unannounced``); True if none is left waiting."""
+        return True if self._announcer is None else self._announcer.flush(timeout)
+
+    def close(self) -> None:
+        """Send the hints still waiting (up to 2 s), then stop the sending thread."""
+        if self._announcer is not None:
+            self._announcer.close()
 
     def build(
         self,
@@ -114,6 +138,55 @@ class Client:
             expires_at=o.expires_at,
         )
 
+    def build_many(
+        self,
+        task: str | TaskSpec,
+        calls: Sequence[tuple[Sequence[object], dict[str, object]]],
+        options: JobOptions,
+        dedupe_keys: Sequence[str | None] | None = None,
+    ) -> list[NewJob]:
+        """``build`` for each ``(args, kwargs)`` call with the same ``options``; the ``i``-th
+        gets ``dedupe_keys[i]`` as its ``dedupe_key`` (None: none, and then no
+        ``dedupe_for`` either). The options are checked once (the first job is built in
+        full), each further call only for its arguments and payload: a bulk enqueue's
+        per-job cost was mostly the same options checked again."""
+        keys = dedupe_keys if dedupe_keys is not None else [None] * len(calls)
+        if len(keys) != len(calls):
+            raise errors.InvalidJob(f"{len(keys)} dedupe_keys for {len(calls)} calls")
+        if any(key is not None for key in keys):
+            return [
+                self.build(task, args, kwargs, _keyed(options, key))
+                for (args, kwargs), key in zip(calls, keys, strict=True)
+            ]
+        if not calls:
+            return []
+        spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
+        first = self.build(spec, calls[0][0], calls[0][1], _keyed(options, None))
+        jobs = [first]
+        encode, check = self._codec.encode_args, spec.check_arguments
+        # Whether arguments bind to the handler depends on their count and keywords only.
+        fitting = {(len(calls[0][0]), tuple(calls[0][1]))}
+        for args, kwargs in calls[1:]:
+            shape = (len(args), tuple(kwargs))
+            if shape not in fitting:
+                check(args, kwargs)
+                fitting.add(shape)
+            jobs.append(
+                NewJob(
+                    task=first.task,
+                    queue=first.queue,
+                    args_json=encode(tuple(args), kwargs),
+                    priority=first.priority,
+                    max_attempts=first.max_attempts,
+                    delay_seconds=first.delay_seconds,
+                    run_at=first.run_at,
+                    timeout_seconds=first.timeout_seconds,
+                    held=first.held,
+                    expires_at=first.expires_at,
+                )
+            )
+        return jobs
+
     def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[JobHandle]:
         """Insert ``jobs`` in one bulk write and return a handle per job (``wait`` on it for
         the result). With ``tx`` (a connection inside the caller's transaction) the jobs exist
@@ -169,14 +242,18 @@ class Client:
         return wait_for_job(self.store, self._codec, check_job_id(job_id), timeout, self._finished)
 
     def announce(self, hints: Sequence[JobHint]) -> None:
-        """Send hints of committed queued jobs; if the transport fails, the jobs are still in
-        the ledger and the reconciler sends them later (a lost hint only costs latency)."""
+        """Send hints of committed queued jobs (at once, or handed to the sending thread);
+        if the transport fails, the jobs are still in the ledger and the reconciler sends
+        them later (a lost hint only costs latency)."""
         if not hints:
+            return
+        if self._announcer is not None:
+            self._announcer.submit(hints)
             return
         try:
             self._transport.push(hints)
         except errors.TransportError:
-            self.unannounced += len(hints)
+            self._unsent += len(hints)
 
     def get(self, job_id: int) -> Job:
         """Return the job or raise ``JobNotFound``."""
@@ -226,6 +303,11 @@ class Client:
         for start in range(0, len(ids), ANNOUNCE_CHUNK):
             self.announce(self.store.hints_for(ids[start : start + ANNOUNCE_CHUNK]))
         return report
+
+
+def _keyed(options: JobOptions, key: str | None) -> JobOptions:
+    """``options`` with ``key`` as the dedupe key; without one, no dedupe window either."""
+    return replace(options, dedupe_key=key, dedupe_for=None if key is None else options.dedupe_for)
 
 
 def _check_call(

@@ -213,8 +213,9 @@ class Dialect:
         return None
 
     def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
-        """Insert rows (with ``delay_s``) and wake their workers in one statement of its own
-        transaction; ids in input order, or None where ``insert_notifies`` is false."""
+        """Insert rows (with ``delay_s``) and wake their workers in a transaction of their
+        own (one statement, or PostgreSQL's COPY for a large batch); ids in input order, or
+        None where ``insert_notifies`` is false."""
         return None
 
     # -- writes of running jobs ----------------------------------------------------------

@@ -81,6 +81,20 @@ class FastStatements:
             cursor.execute(sql, {**fixed, **params}, prepare=self._prepare)
             return cursor.fetchall() if _returned_rows(cursor) else []
 
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A tuple cursor on the durable pool inside one transaction, committed when the
+        block ends (rolled back if it raises); for statements that cannot share one
+        autocommit statement, such as ``COPY`` and what must commit with it."""
+        with self._cursor(self._engine, None, autocommit=False) as cursor:
+            yield cursor
+            cursor.connection.commit()
+
+    @property
+    def prepares(self) -> bool:
+        """Whether statements are prepared on the server (not behind a pooling proxy)."""
+        return self._prepare
+
     def dispose(self) -> None:
         """Close the generic-plan pool's connections (the others belong to the store)."""
         if self._generic is not None:
@@ -117,7 +131,9 @@ class FastStatements:
         return found[1], found[2]
 
     @contextmanager
-    def _cursor(self, engine: sa.Engine, row_factory: Any) -> Iterator[Any]:
+    def _cursor(
+        self, engine: sa.Engine, row_factory: Any, *, autocommit: bool = True
+    ) -> Iterator[Any]:
         try:
             pooled = engine.raw_connection()
         except sa.exc.DBAPIError as exc:
@@ -126,12 +142,12 @@ class FastStatements:
             raise _translate(exc) from exc
         try:
             connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
-            connection.autocommit = True
+            connection.autocommit = autocommit
             try:
                 with connection.cursor(row_factory=row_factory) as cursor:
                     yield cursor
             finally:
-                if not connection.closed:
+                if autocommit and not connection.closed:
                     # The pool's other users (SQLAlchemy) expect a connection in transaction mode.
                     connection.autocommit = False
         except psycopg.Error as exc:

@@ -24,7 +24,7 @@ from ledgerq.store.dialects import (
     pooler_of,
 )
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
-from ledgerq.store.postgres import pooled
+from ledgerq.store.postgres import copy_insert, pooled
 from ledgerq.store.postgres import statements as pg
 from ledgerq.store.postgres.fast import FastStatements
 from ledgerq.store.postgres.listener import PG_DEAD_PEER_DEFAULTS, PgNotifyWaker
@@ -204,6 +204,8 @@ class PostgresDriver(Dialect):
         return sorted(int(i) for i in ids)
 
     def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        if len(rows) >= copy_insert.COPY_MIN_ROWS:
+            return copy_insert.insert_by_copy(self.fast, rows)
         # Insert and NOTIFY in one autocommit statement, one round trip.
         found = self.fast.rows(pg.INSERT_NOTIFY, pg.insert_values(rows))
         return sorted(int(row[0]) for row in found)
