@@ -207,14 +207,18 @@ class Dialect:
     #: Whether ``insert_plain`` also wakes the workers of the inserted queues.
     insert_notifies = False
 
+    #: Whether ``insert_alone`` may insert plain jobs outside a caller's transaction.
+    inserts_alone = False
+
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
         """Insert rows (with ``delay_s``) in one statement and return ids in input order, or
         None to let the caller use SQLAlchemy's portable bulk insert."""
         return None
 
     def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
-        """Insert rows (with ``delay_s``) and wake their workers in one statement of its own
-        transaction; ids in input order, or None where ``insert_notifies`` is false."""
+        """Insert rows (with ``delay_s``) in a transaction of their own, waking their workers
+        where ``insert_notifies``; ids in input order, or None for the portable path (always
+        where ``inserts_alone`` is false)."""
         return None
 
     # -- writes of running jobs ----------------------------------------------------------

@@ -3,14 +3,17 @@ one ``UPDATE .. RETURNING`` (SQLite 3.35+) under the write lock and needs no row
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from ledgerq.store.dialects import Dialect, EngineSettings, insert_or_skip_with
+from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
+from ledgerq.store.job_rows import PLAIN_COLUMNS
 from ledgerq.store.sqlite import write_lock
+from ledgerq.store.sqlite.fast import SqliteInserts
 from ledgerq.store.sqlite.stats import SqliteStats
 from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import jobs
@@ -21,6 +24,10 @@ class SqliteDriver(Dialect):
 
     name = "sqlite"
     _format = "%Y-%m-%d %H:%M:%f000"  # matches SQLAlchemy's stored text, to the millisecond
+
+    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+        super().__init__(engine, relaxed_engine)
+        self._inserts: SqliteInserts | None = None
 
     @classmethod
     def normalize_url(cls, url: sa.URL) -> sa.URL:
@@ -59,6 +66,23 @@ class SqliteDriver(Dialect):
 
     # The extra condition would also steer the planner off the primary key.
     rechecks_candidates = False
+
+    inserts_alone = True
+
+    def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        # On sqlite3 directly (fast.py): a single enqueue is one short transaction of its own.
+        if self._inserts is None:
+            delay = sa.bindparam("delay_s", type_=sa.Float)
+            statement = (
+                sa.insert(jobs)
+                .values(created_at=self.now(), run_at=self.now_plus(delay))
+                .returning(jobs.c.id)
+            )
+            columns = (*PLAIN_COLUMNS, "dedupe_key", "expires_at", "delay_s")
+            self._inserts = SqliteInserts(self.engine, statement, columns)
+        if not self._inserts.fits(rows):
+            return None
+        return self._inserts.insert(rows)
 
     def stats_reader(self) -> StatsReader:
         return SqliteStats()
