@@ -257,7 +257,7 @@ class Dialect:
         if not ends:
             return
         if self._ending is None:
-            self._ending = _ending(self)
+            self._ending = ending(self)
         # Open rows are closed, missing ones inserted with holder and start read from the jobs
         # (the outcome keeps them): two statements per group, whatever its size.
         rows = [{"a_job": j, "a_attempt": a, "a_outcome": o} for j, a, o in ends]
@@ -311,7 +311,7 @@ def closing(dialect: Dialect) -> sa.Update:
     )
 
 
-def _ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
+def ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
     """``Dialect.end_assignments``'s statements (built once per driver)."""
     attempt = sa.bindparam("a_attempt", type_=sa.Integer)
     outcome = sa.bindparam("a_outcome", type_=sa.String)

@@ -1,17 +1,21 @@
-"""SQLite's single enqueue on the standard library's sqlite3 directly: the statement compiled
-once, run in a ``BEGIN IMMEDIATE`` transaction of its own on a pooled connection, under the
-same process write lock as every other write transaction (``write_lock.py``), and committed
-like them (WAL, ``synchronous = NORMAL``: durable against a crash of any process).
+"""SQLite's hot writes on the standard library's sqlite3 directly: the single enqueue and the
+group completion. Each statement is compiled once by SQLAlchemy from the store's own statement
+(a move stays spelled once, in ``moves``) and run in a ``BEGIN IMMEDIATE`` transaction of its
+own on a pooled connection, under the same process write lock as every other write
+transaction (``write_lock.py``), and committed like them (WAL, ``synchronous = NORMAL``:
+durable against a crash of any process).
 
 SQLAlchemy's execution machinery (connection wrapper, begin/commit events, compiled-cache
 lookup, result metadata) cost about 60% of a single enqueue's client CPU on SQLite, against
-about 30% for the statement and commit themselves (py-spy of 5,000 ``Task.enqueue`` calls;
-docs/benchmarks.md, issue 29 item 7)."""
+about 30% for the statement and commit themselves (py-spy of 5,000 ``Task.enqueue`` calls), and
+a completion group ran one SQLAlchemy execution per job (docs/benchmarks.md, issue 29 item 7).
+Only values sqlite3 binds as they are pass here: text, numbers and None."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,26 +29,35 @@ from ledgerq.store.sqlite import write_lock
 _NAMED = sqlite.dialect(paramstyle="named")
 
 
-class SqliteInserts:
-    """Inserts plain job rows (``job_rows.bulk_rows``: text, numbers and None only) into
-    ``engine``'s database with ``statement``, an ``INSERT .. RETURNING id`` taking
-    ``delay_s``."""
+class Compiled:
+    """One statement's SQL text and its own constants (the time format, 'now', fixed
+    states), which ``bind`` merges under each call's parameters."""
 
-    def __init__(self, engine: sa.Engine, statement: sa.Insert, columns: Sequence[str]) -> None:
+    def __init__(self, statement: sa.ClauseElement, columns: Sequence[str] | None = None) -> None:
+        compiled = statement.compile(
+            dialect=_NAMED, column_keys=None if columns is None else list(columns)
+        )
+        self.sql = str(compiled)
+        if "POSTCOMPILE" in self.sql:
+            raise ValueError("expanding parameters are not supported on the fast path")
+        self._fixed = dict(compiled.params)
+
+    def bind(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The statement's parameters: its constants, then ``params``."""
+        return {**self._fixed, **params}
+
+
+class RawWrites:
+    """Write transactions on ``engine``'s pooled sqlite3 connections."""
+
+    def __init__(self, engine: sa.Engine) -> None:
         self._engine = engine
         self._lock = write_lock.lock_of(engine)
-        compiled = statement.compile(dialect=_NAMED, column_keys=list(columns))
-        self._sql = str(compiled)
-        self._columns = frozenset(columns)
-        # The statement's own constants (the time format, 'now'): bound with every row.
-        self._fixed = {k: v for k, v in compiled.params.items() if k not in self._columns}
 
-    def fits(self, rows: Sequence[dict[str, Any]]) -> bool:
-        """Whether ``rows`` carry exactly the columns the statement was compiled for."""
-        return all(row.keys() == self._columns for row in rows)
-
-    def insert(self, rows: Sequence[dict[str, Any]]) -> list[int]:
-        """Insert ``rows`` in one transaction; their ids in input order."""
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` .. ``COMMIT`` (``ROLLBACK`` on any error) under the write lock;
+        driver errors leave as ledgerq's errors."""
         try:
             pooled = self._engine.raw_connection()
         except sa.exc.DBAPIError as exc:
@@ -52,28 +65,20 @@ class SqliteInserts:
         try:
             connection: sqlite3.Connection = pooled.driver_connection  # type: ignore[assignment]
             with self._lock:
-                return self._insert_in_transaction(connection, rows)
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    yield connection
+                    connection.execute("COMMIT")
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError | sqlite3.InterfaceError):
                 pooled.invalidate(exc)  # a connection in an unknown state is not reused
             raise _translate(exc) from exc
         finally:
             pooled.close()
-
-    def _insert_in_transaction(
-        self, connection: sqlite3.Connection, rows: Sequence[dict[str, Any]]
-    ) -> list[int]:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            ids = [
-                int(connection.execute(self._sql, {**self._fixed, **r}).fetchone()[0]) for r in rows
-            ]
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        return ids
 
 
 def _translate(exc: sqlite3.Error) -> errors.StoreError:

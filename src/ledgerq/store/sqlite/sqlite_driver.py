@@ -11,9 +11,8 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
-from ledgerq.store.job_rows import PLAIN_COLUMNS
 from ledgerq.store.sqlite import write_lock
-from ledgerq.store.sqlite.fast import SqliteInserts
+from ledgerq.store.sqlite.fast_writes import SqliteFastWrites
 from ledgerq.store.sqlite.stats import SqliteStats
 from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import jobs
@@ -27,7 +26,7 @@ class SqliteDriver(Dialect):
 
     def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
         super().__init__(engine, relaxed_engine)
-        self._inserts: SqliteInserts | None = None
+        self._fast: SqliteFastWrites | None = None
 
     @classmethod
     def normalize_url(cls, url: sa.URL) -> sa.URL:
@@ -71,18 +70,16 @@ class SqliteDriver(Dialect):
 
     def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
         # On sqlite3 directly (fast.py): a single enqueue is one short transaction of its own.
-        if self._inserts is None:
-            delay = sa.bindparam("delay_s", type_=sa.Float)
-            statement = (
-                sa.insert(jobs)
-                .values(created_at=self.now(), run_at=self.now_plus(delay))
-                .returning(jobs.c.id)
-            )
-            columns = (*PLAIN_COLUMNS, "dedupe_key", "expires_at", "delay_s")
-            self._inserts = SqliteInserts(self.engine, statement, columns)
-        if not self._inserts.fits(rows):
-            return None
-        return self._inserts.insert(rows)
+        return self._fast_writes().insert(rows)
+
+    def complete_alone(self, tx: Sessions, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+        # On sqlite3 directly: one transaction per group, no SQLAlchemy execution per job.
+        return self._fast_writes().complete(params)
+
+    def _fast_writes(self) -> SqliteFastWrites:
+        if self._fast is None:
+            self._fast = SqliteFastWrites(self)
+        return self._fast
 
     def stats_reader(self) -> StatsReader:
         return SqliteStats()

@@ -1,5 +1,5 @@
-"""SQLite's single enqueue on sqlite3 directly (store/sqlite/fast.py): committed and durable
-like the portable insert, under the process's write lock, with clear errors."""
+"""SQLite's single enqueue and group completion on sqlite3 directly (store/sqlite/fast.py):
+committed like the portable paths, under the process's write lock, fenced, with clear errors."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import pytest
 import sqlalchemy as sa
 
 from ledgerq.core import errors
-from ledgerq.core.job import NewJob
+from ledgerq.core.job import Claim, NewJob
+from ledgerq.core.ports import Completion
+from ledgerq.core.states import JobState
 from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.migrate import migrate
 from ledgerq.store.sqlite import write_lock
-from ledgerq.store.tables import jobs
+from ledgerq.store.tables import job_assignments, jobs
 
 ARGS = '{"args":[],"kwargs":{}}'
 
@@ -121,3 +123,33 @@ def test_missing_tables_ask_for_a_migration(tmp_path: Path) -> None:
             SqlJobStore(engine).insert_jobs([new()])
     finally:
         engine.dispose()
+
+
+def test_a_group_completion_bypasses_sqlalchemy_and_stays_fenced(engine: sa.Engine) -> None:
+    store = SqlJobStore(engine)
+    store.insert_jobs([new(max_attempts=3) for _ in range(3)])
+    claimed = store.claim_jobs(queues=["q"], worker_id="w1", limit=3, lease_seconds=30)
+    one, two, three = (Claim(j.id, j.attempt) for j in claimed)
+    seen = statements_of(engine)
+    applied = store.complete_jobs(
+        [
+            Completion(one, JobState.SUCCEEDED, result_json="7", ran_seconds=0.5),
+            Completion(two, JobState.FAILED, error_json='"boom"', retry_delay_seconds=60),
+            Completion(Claim(three.job_id, three.attempt + 1), JobState.SUCCEEDED),  # stale
+        ]
+    )
+    assert applied == [True, True, False]
+    assert not any("UPDATE" in s or "INSERT" in s for s in seen)
+    with engine.connect() as conn:
+        rows = {r.id: r for r in conn.execute(sa.select(jobs))}
+        history = conn.execute(sa.select(job_assignments.c.job_id, job_assignments.c.outcome)).all()
+    assert (rows[one.job_id].state, rows[one.job_id].result) == ("succeeded", "7")
+    assert rows[one.job_id].finished_at is not None
+    assert (rows[one.job_id].finished_at - rows[one.job_id].started_at).total_seconds() >= 0.4
+    assert (rows[two.job_id].state, rows[two.job_id].error) == ("failed", '"boom"')
+    assert 55 <= (rows[two.job_id].run_at - rows[two.job_id].claimed_at).total_seconds() <= 65
+    assert rows[three.job_id].state == "running"  # the stale attempt's outcome was refused
+    assert sorted(history) == sorted([(one.job_id, "succeeded"), (two.job_id, "failed")])
+    # A second write of the same attempt is refused too: the outcome is recorded once.
+    again = store.complete_jobs([Completion(one, JobState.SUCCEEDED, result_json="8")])
+    assert again == [False]
