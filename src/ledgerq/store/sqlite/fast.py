@@ -23,7 +23,7 @@ from sqlalchemy.dialects import sqlite
 
 from ledgerq.core import errors
 from ledgerq.store import transactions
-from ledgerq.store.sqlite import write_lock
+from ledgerq.store.sqlite import busy, write_lock
 
 #: sqlite3 takes ``:name`` parameters from a dict as they are.
 _NAMED = sqlite.dialect(paramstyle="named")
@@ -65,7 +65,8 @@ class RawWrites:
         try:
             connection: sqlite3.Connection = pooled.driver_connection  # type: ignore[assignment]
             with self._lock:
-                connection.execute("BEGIN IMMEDIATE")
+                if not busy.try_begin_immediate(connection):
+                    connection.execute("BEGIN IMMEDIATE")
                 try:
                     yield connection
                     connection.execute("COMMIT")

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.store.engine import READ_ONLY_OPTION
+from ledgerq.store.sqlite import busy
 
 #: Engine execution option carrying the process's write lock of that engine's database, for
 #: the driver's own transactions on raw connections (``fast.py``).
@@ -38,7 +39,7 @@ def configure(engine: sa.Engine) -> None:
         if engine.url.database not in (None, "", ":memory:"):
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={busy.BUSY_TIMEOUT_MS}")
         cursor.close()
 
     # Threads of one process queue here for the write lock instead of in SQLite's busy
@@ -60,7 +61,11 @@ def configure(engine: sa.Engine) -> None:
             return
         write_lock.acquire()
         try:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Another process's write is waited for in short steps first (busy.py); the
+            # statement through SQLAlchemy then waits the rest and raises its errors.
+            raw = conn.connection.driver_connection
+            if not busy.try_begin_immediate(raw):  # type: ignore[arg-type]
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
             write_lock.release()
             raise
