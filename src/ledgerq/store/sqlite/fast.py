@@ -55,9 +55,10 @@ class RawWrites:
         self._lock = write_lock.lock_of(engine)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, spin: bool = True) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` .. ``COMMIT`` (``ROLLBACK`` on any error) under the write lock;
-        driver errors leave as ledgerq's errors."""
+        driver errors leave as ledgerq's errors. ``spin``: wait for another process's write in
+        short steps first (``busy.py``); without it, only SQLite's busy handler waits."""
         try:
             pooled = self._engine.raw_connection()
         except sa.exc.DBAPIError as exc:
@@ -65,7 +66,7 @@ class RawWrites:
         try:
             connection: sqlite3.Connection = pooled.driver_connection  # type: ignore[assignment]
             with self._lock:
-                if not busy.try_begin_immediate(connection):
+                if not (spin and busy.try_begin_immediate(connection)):
                     connection.execute("BEGIN IMMEDIATE")
                 try:
                     yield connection
