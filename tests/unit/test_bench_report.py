@@ -221,8 +221,10 @@ def test_json_has_results_ratios_and_targets() -> None:
     assert list(data["ratios_by_target"]) == [LQ, "ledgerq_sqlite"]
     assert data["ratios_by_target"][LQ]["pgqueuer"]["drain"] == pytest.approx(1.25)
     assert data["ratios_by_target"]["ledgerq_sqlite"]["pgqueuer"]["drain"] == pytest.approx(0.625)
-    assert [t["met"] for t in data["targets"]] == [True] * 4 + [None] * 4
-    assert [t["ledgerq"] for t in data["targets"]] == [LQ] * 4 + [REDIS] * 3 + [REDIS + "_down"]
+    assert [t["met"] for t in data["targets"]] == [True] * 4 + [None] * 6
+    assert [t["ledgerq"] for t in data["targets"]] == (
+        [LQ] * 4 + [REDIS] * 3 + [REDIS + "_down"] + ["ledgerq_sqlite"] * 2
+    )
     assert [m["key"] for m in data["metrics"]][:2] == ["enqueue_single", "enqueue_bulk"]
     assert data["problems"] == ["arq drain (trial 1): RuntimeError: boom"]
 

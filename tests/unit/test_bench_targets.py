@@ -191,3 +191,37 @@ def test_outage_target_missed_and_not_measured() -> None:
     assert alone.margin == (
         "not measured (needs ledgerq/postgresql_redis_down and ledgerq/postgresql_redis)"
     )
+
+
+SQLITE = "ledgerq_sqlite"
+SQLITE_DRAIN = "drain ≥ 1.5x huey_sqlite (SQLite, launch→last)"
+SQLITE_SINGLE = "single enqueue ≥ 1.0x huey_sqlite (SQLite)"
+
+
+def test_sqlite_targets_judge_ledgerq_on_sqlite_against_huey_on_sqlite() -> None:
+    rows = full_rows(SQLITE) + full_rows("huey_sqlite", scale=0.6) + full_rows(LQ, scale=0.1)
+    found = targets_of(rows, SQLITE)
+    assert list(found) == [SQLITE_DRAIN, SQLITE_SINGLE]
+    drain, single = found[SQLITE_DRAIN], found[SQLITE_SINGLE]
+    # 6,000 / 3,600 jobs/s: the PostgreSQL figures (a tenth) play no part.
+    assert (drain.met, drain.value, drain.threshold) == (True, pytest.approx(1 / 0.6), 1.5)
+    assert drain.margin == "1.67x (+11% vs 1.5x)"
+    assert drain.detail == "drain no-op, 1st→last: 1.67x"
+    assert (single.met, single.value, single.threshold) == (True, pytest.approx(1 / 0.6), 1.0)
+    assert single.margin == "1.67x (+67%)"
+
+
+def test_sqlite_targets_missed_by_how_much_and_not_measured() -> None:
+    rows = full_rows(SQLITE, scale=0.7) + full_rows("huey_sqlite", scale=0.5)
+    rows.append(row(SQLITE, "enqueue_single", 2, rate=450.0))
+    rows.append(row("huey_sqlite", "enqueue_single", 2, rate=500.0))
+    found = targets_of(rows, SQLITE)
+    assert found[SQLITE_DRAIN].met is False
+    assert found[SQLITE_DRAIN].margin == "1.40x (-7% vs 1.5x)"
+    single = found[SQLITE_SINGLE]
+    assert single.value == pytest.approx(median([700, 450]) / median([500, 500]))
+    assert single.met is True
+    assert single.detail == "trials: 1.40x, 0.90x"
+    alone = targets_of(full_rows(SQLITE) + full_rows("huey"), SQLITE)
+    assert all(t.met is None for t in alone.values())
+    assert alone[SQLITE_DRAIN].margin == "not measured (needs ledgerq/sqlite and huey_sqlite)"

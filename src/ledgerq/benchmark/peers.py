@@ -2,7 +2,10 @@
 bench owns, and set up there once with its own ``setup.sh`` (role, databases, venv, schemas).
 
 The copy keeps the peers' ``.venv``, ``logs`` and ``results`` between runs; only the scripts are
-refreshed, so a changed harness is picked up without reinstalling anything.
+refreshed, so a changed harness is picked up without reinstalling anything. The project's own
+extra peers (``peers_extra/bench_*.py``, e.g. huey on SQLite) are copied beside them, so the
+harness and the peers' venv run them like the others; a peer of the same name in the peers'
+folder wins.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ DEFAULT_PEERS = ("rq", "celery", "dramatiq", "arq", "procrastinate", "pgqueuer",
 #: Longest ``setup.sh`` may take; the first run installs the peers' venv from the registry.
 SETUP_TIMEOUT_SECONDS = 1200.0
 _KEEP = {".venv", "logs", "results", "__pycache__"}
+#: The project's own peers, written to the harness protocol and copied beside the others.
+EXTRA_PEERS_DIR = Path(__file__).resolve().parent / "peers_extra"
 
 
 def default_scratch() -> Path:
@@ -48,8 +53,9 @@ def find_source(explicit: Path | None = None) -> Path:
     )
 
 
-def sync(source: Path, scratch: Path) -> Path:
-    """Copy the peers' scripts from ``source`` to ``scratch/peers`` (made writable); return it."""
+def sync(source: Path, scratch: Path, extra: Path = EXTRA_PEERS_DIR) -> Path:
+    """Copy the peers' scripts from ``source`` to ``scratch/peers`` (made writable), then the
+    ``bench_*.py`` of ``extra`` that ``source`` has no file of the same name for; return it."""
     dest = scratch / "peers"
     dest.mkdir(parents=True, exist_ok=True)
     for item in source.iterdir():
@@ -64,6 +70,10 @@ def sync(source: Path, scratch: Path) -> Path:
         else:
             shutil.copyfile(item, target)
             target.chmod(0o755 if os.access(item, os.X_OK) else 0o644)
+    for peer in sorted(extra.glob("bench_*.py")):
+        if not (source / peer.name).exists():
+            shutil.copyfile(peer, dest / peer.name)
+            (dest / peer.name).chmod(0o644)
     dest.chmod(0o755)
     (dest / "logs").mkdir(exist_ok=True)
     return dest

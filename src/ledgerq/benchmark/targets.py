@@ -1,5 +1,6 @@
 """The issue's targets of ``ledgerq bench``, met or missed and by how much: four for ledgerq on
-PostgreSQL (polling, LISTEN/NOTIFY), four for its Redis transport. Pure, like report.py."""
+PostgreSQL (polling, LISTEN/NOTIFY), four for its Redis transport, two for ledgerq on SQLite
+against huey on SQLite (issue 29 item 7). Pure, like report.py."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from ledgerq.benchmark.bench_cells import (
 REDIS = "ledgerq_postgresql_redis"
 #: The same while Redis is unreachable (workers poll the ledger): the outage target.
 REDIS_DOWN = "ledgerq_postgresql_redis_down"
+#: ledgerq on SQLite, the embedded default: the subject of the SQLite targets.
+SQLITE = "ledgerq_sqlite"
+#: huey with its SqliteStorage (benchmark/peers_extra/bench_huey_sqlite.py): SQLite's peer.
+HUEY_SQLITE = "huey_sqlite"
 #: Theoretical ceiling of the io workload: 16 slots / 10 ms, in jobs/s.
 IO_CEILING = 1600.0
 
@@ -117,7 +122,8 @@ def _latency_target(
 
 
 def evaluate_targets(summary: Mapping[str, Mapping[str, Cell]]) -> list[TargetResult]:
-    """The issue's targets: four for ledgerq on PostgreSQL, four for its Redis transport."""
+    """The issue's targets: four for ledgerq on PostgreSQL, four for its Redis transport, two
+    for ledgerq on SQLite."""
     return [
         _ratio_target(summary, "drain ≥ 1.0x pgqueuer (launch→last)", REFERENCE, "pgqueuer", 1.0),
         _ratio_target(
@@ -144,5 +150,17 @@ def evaluate_targets(summary: Mapping[str, Mapping[str, Cell]]) -> list[TargetRe
             REDIS_DOWN,
             REDIS,
             0.5,
+        ),
+        _ratio_target(
+            summary, "drain ≥ 1.5x huey_sqlite (SQLite, launch→last)", SQLITE, HUEY_SQLITE, 1.5
+        ),
+        _ratio_target(
+            summary,
+            "single enqueue ≥ 1.0x huey_sqlite (SQLite)",
+            SQLITE,
+            HUEY_SQLITE,
+            1.0,
+            key="enqueue_single",
+            also=None,
         ),
     ]

@@ -207,15 +207,19 @@ class Dialect:
     #: Whether ``insert_plain`` also wakes the workers of the inserted queues.
     insert_notifies = False
 
+    #: Whether ``insert_alone`` may insert plain jobs outside a caller's transaction.
+    inserts_alone = False
+
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
         """Insert rows (with ``delay_s``) in one statement and return ids in input order, or
         None to let the caller use SQLAlchemy's portable bulk insert."""
         return None
 
     def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
-        """Insert rows (with ``delay_s``) and wake their workers in a transaction of their
-        own (one statement, or PostgreSQL's COPY for a large batch); ids in input order, or
-        None where ``insert_notifies`` is false."""
+        """Insert rows (with ``delay_s``) in a transaction of their own, waking their workers
+        where ``insert_notifies`` (one statement, or PostgreSQL's COPY for a large batch); ids
+        in input order, or None for the portable path (always where ``inserts_alone`` is
+        false)."""
         return None
 
     # -- writes of running jobs ----------------------------------------------------------
@@ -254,7 +258,7 @@ class Dialect:
         if not ends:
             return
         if self._ending is None:
-            self._ending = _ending(self)
+            self._ending = ending(self)
         # Open rows are closed, missing ones inserted with holder and start read from the jobs
         # (the outcome keeps them): two statements per group, whatever its size.
         rows = [{"a_job": j, "a_attempt": a, "a_outcome": o} for j, a, o in ends]
@@ -308,7 +312,7 @@ def closing(dialect: Dialect) -> sa.Update:
     )
 
 
-def _ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
+def ending(dialect: Dialect) -> tuple[sa.Update, sa.Insert]:
     """``Dialect.end_assignments``'s statements (built once per driver)."""
     attempt = sa.bindparam("a_attempt", type_=sa.Integer)
     outcome = sa.bindparam("a_outcome", type_=sa.String)

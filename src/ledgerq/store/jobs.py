@@ -106,16 +106,16 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
                 return self._insert_in_runs(conn, new_jobs)
         results: dict[int, EnqueueResult] = {}
         plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
-        one_statement = (
+        alone = (
             connection is None
             and len(plain) == len(new_jobs)
-            and self.dialect.insert_notifies
+            and self.dialect.inserts_alone
             and all(j.run_at is None and j.expires_at is None for j in new_jobs)
         )
-        if one_statement:
+        if alone:
             ids = self.dialect.insert_alone(self, bulk_rows(self.dialect, new_jobs))
-            assert ids is not None  # a driver whose inserts notify inserts alone
-            return [EnqueueResult(job_id) for job_id in ids]
+            if ids is not None:
+                return [EnqueueResult(job_id) for job_id in ids]
         with self._in(connection) as conn:
             if plain:
                 ids = self._insert_bulk(conn, [j for _, j in plain])

@@ -197,6 +197,7 @@ class PostgresDriver(Dialect):
 
     single_statement_options = {"isolation_level": "AUTOCOMMIT"}  # noqa: RUF012
     insert_notifies = True
+    inserts_alone = True
 
     def insert_plain(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int] | None:
         # Ids come from the sequence in the document's order, so ascending ids are input order.

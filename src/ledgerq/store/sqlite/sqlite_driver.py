@@ -3,14 +3,16 @@ one ``UPDATE .. RETURNING`` (SQLite 3.35+) under the write lock and needs no row
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from ledgerq.store.dialects import Dialect, EngineSettings, insert_or_skip_with
+from ledgerq.store.dialects import Dialect, EngineSettings, Sessions, insert_or_skip_with
 from ledgerq.store.sqlite import write_lock
+from ledgerq.store.sqlite.fast_writes import SqliteFastWrites
 from ledgerq.store.sqlite.stats import SqliteStats
 from ledgerq.store.stats_reader import StatsReader
 from ledgerq.store.tables import jobs
@@ -21,6 +23,10 @@ class SqliteDriver(Dialect):
 
     name = "sqlite"
     _format = "%Y-%m-%d %H:%M:%f000"  # matches SQLAlchemy's stored text, to the millisecond
+
+    def __init__(self, engine: sa.Engine, relaxed_engine: sa.Engine | None = None) -> None:
+        super().__init__(engine, relaxed_engine)
+        self._fast: SqliteFastWrites | None = None
 
     @classmethod
     def normalize_url(cls, url: sa.URL) -> sa.URL:
@@ -59,6 +65,21 @@ class SqliteDriver(Dialect):
 
     # The extra condition would also steer the planner off the primary key.
     rechecks_candidates = False
+
+    inserts_alone = True
+
+    def insert_alone(self, tx: Sessions, rows: Sequence[dict[str, Any]]) -> list[int] | None:
+        # On sqlite3 directly (fast.py): a single enqueue is one short transaction of its own.
+        return self._fast_writes().insert(rows)
+
+    def complete_alone(self, tx: Sessions, params: Sequence[dict[str, Any]]) -> list[bool] | None:
+        # On sqlite3 directly: one transaction per group, no SQLAlchemy execution per job.
+        return self._fast_writes().complete(params)
+
+    def _fast_writes(self) -> SqliteFastWrites:
+        if self._fast is None:
+            self._fast = SqliteFastWrites(self)
+        return self._fast
 
     def stats_reader(self) -> StatsReader:
         return SqliteStats()

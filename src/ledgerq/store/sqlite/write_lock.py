@@ -9,6 +9,11 @@ import sqlalchemy as sa
 
 from ledgerq.core import errors
 from ledgerq.store.engine import READ_ONLY_OPTION
+from ledgerq.store.sqlite import busy
+
+#: Engine execution option carrying the process's write lock of that engine's database, for
+#: the driver's own transactions on raw connections (``fast.py``).
+WRITE_LOCK_OPTION = "ledgerq_sqlite_write_lock"
 
 
 def check_url(url: sa.URL) -> sa.URL:
@@ -24,7 +29,7 @@ def check_url(url: sa.URL) -> sa.URL:
 
 def configure(engine: sa.Engine) -> None:
     """Set up ``engine``'s connections and take the write lock at the start of every
-    transaction that writes."""
+    transaction that writes (published as the ``WRITE_LOCK_OPTION`` execution option)."""
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -34,12 +39,13 @@ def configure(engine: sa.Engine) -> None:
         if engine.url.database not in (None, "", ":memory:"):
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={busy.BUSY_TIMEOUT_MS}")
         cursor.close()
 
     # Threads of one process queue here for the write lock instead of in SQLite's busy
     # handler, which polls with sleeps of up to 100 ms.
     write_lock = threading.RLock()
+    engine.update_execution_options(**{WRITE_LOCK_OPTION: write_lock})
     # The connections (by id) whose transaction holds it. Not kept in ``conn.info``: reading
     # that on a connection a KeyboardInterrupt invalidated raises instead of ending the
     # transaction (a Ctrl-C then showed a traceback, and a held lock would never be released).
@@ -55,7 +61,11 @@ def configure(engine: sa.Engine) -> None:
             return
         write_lock.acquire()
         try:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Another process's write is waited for in short steps first (busy.py); the
+            # statement through SQLAlchemy then waits the rest and raises its errors.
+            raw = conn.connection.driver_connection
+            if not busy.try_begin_immediate(raw):  # type: ignore[arg-type]
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
             write_lock.release()
             raise
@@ -68,3 +78,9 @@ def configure(engine: sa.Engine) -> None:
 
     sa.event.listen(engine, "commit", _on_end)
     sa.event.listen(engine, "rollback", _on_end)
+
+
+def lock_of(engine: sa.Engine) -> threading.RLock:
+    """The write lock ``configure`` gave ``engine`` (or the engine it was derived from)."""
+    found: threading.RLock = engine.get_execution_options()[WRITE_LOCK_OPTION]
+    return found
