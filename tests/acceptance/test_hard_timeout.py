@@ -51,10 +51,15 @@ def test_a_job_blocked_in_c_past_its_timeout_never_writes_its_effect(
     # Proving a negative: wait until the blocked call would have returned, and then some.
     time.sleep(max(started + BLOCKED_SECONDS + 1.5 - time.monotonic(), 0))
     row = db.jobs()[job_id]
-    assert (row.state, row.attempt) == ("succeeded", 2)
-    assert db.effect_rows()["blocked"].attempt == 2
+    # The retry is the second claim, or the third when the recycling process had already
+    # claimed it and put it back unstarted at its exit (a put-back keeps the attempt, the
+    # fencing token, so the next claim counts one more): seen once under a full suite's load.
+    assert row.state == "succeeded" and row.attempt in (2, 3)
+    written_by = db.effect_rows()["blocked"].attempt
+    assert written_by >= 2, "the blocked first attempt wrote its effect"
     assert db.duplicate_rows() == [], "the abandoned attempt wrote its effect"
-    assert sorted(a for k, _, a in db.start_rows() if k == "blocked") == [1, 2]
+    starts = sorted(a for k, _, a in db.start_rows() if k == "blocked")
+    assert starts[0] == 1 and starts[-1] == written_by and len(starts) <= 3
     assert set(db.effect_rows()) == others | {"blocked"}
     log = worker.log()
     assert "recycling the worker" in log

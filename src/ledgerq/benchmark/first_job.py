@@ -151,23 +151,33 @@ def _measure(args: argparse.Namespace) -> dict[str, list[Sample]]:
     with tempfile.TemporaryDirectory(prefix="ledgerq-first-job-") as scratch:
         folder = Path(scratch)
         probe = load_app(folder, args.database_url)
-        probe.app.migrate()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERQ_")}
-        env.update(
-            LEDGERQ_DATABASE_URL=args.database_url,
-            LEDGERQ_LOG_LEVEL="WARNING",
-            PYTHONPATH=str(folder),
-        )
-        contenders: dict[str, Callable[[], Sample]] = {
-            exe: functools.partial(run_ledgerq, exe, probe, folder, env) for exe in executables
-        }
-        if args.dramatiq:
-            peer = first_job_dramatiq.DramatiqProbe(args.dramatiq, folder, args.redis_url)
-            contenders[f"dramatiq ({args.dramatiq})"] = peer.run
-        samples: dict[str, list[Sample]] = {name: [] for name in contenders}
-        for _ in range(args.runs):
-            for name, run in contenders.items():
-                samples[name].append(run())
+        try:
+            return _rounds(args, executables, folder, probe)
+        finally:
+            probe.app.close()  # its pool's connections, not left to the garbage collector
+
+
+def _rounds(
+    args: argparse.Namespace, executables: list[str], folder: Path, probe: Any
+) -> dict[str, list[Sample]]:
+    """Migrate the probe's ledger, then run every contender ``args.runs`` times, interleaved."""
+    probe.app.migrate()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERQ_")}
+    env.update(
+        LEDGERQ_DATABASE_URL=args.database_url,
+        LEDGERQ_LOG_LEVEL="WARNING",
+        PYTHONPATH=str(folder),
+    )
+    contenders: dict[str, Callable[[], Sample]] = {
+        exe: functools.partial(run_ledgerq, exe, probe, folder, env) for exe in executables
+    }
+    if args.dramatiq:
+        peer = first_job_dramatiq.DramatiqProbe(args.dramatiq, folder, args.redis_url)
+        contenders[f"dramatiq ({args.dramatiq})"] = peer.run
+    samples: dict[str, list[Sample]] = {name: [] for name in contenders}
+    for _ in range(args.runs):
+        for name, run in contenders.items():
+            samples[name].append(run())
     return samples
 
 
