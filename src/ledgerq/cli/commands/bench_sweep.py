@@ -20,14 +20,14 @@ from ledgerq.benchmark import (
     sweep_runner,
 )
 from ledgerq.cli.cli_context import CliContext
-from ledgerq.cli.commands import bench_cmd
+from ledgerq.cli.commands import bench_setup
 
 
 def sweep_modes(value: str | None) -> list[str]:
     """``--only`` for a sweep: drain and/or io (both by default); ``BenchError`` otherwise."""
     if not value:
         return list(sweep_report.SWEEP_MODES)
-    modes = bench_cmd.parse_modes(value)
+    modes = bench_setup.parse_modes(value)
     other = [m for m in modes if m not in sweep_report.SWEEP_MODES]
     if other:
         raise BenchError(f"--procs sweeps drain and io only; drop {', '.join(other)} from --only")
@@ -38,7 +38,7 @@ def run(cli: CliContext, options: dict[str, Any]) -> int:
     """Check the options, run the sweep under the bench lock, print or emit it."""
     procs = sweep_report.parse_procs(options["procs"])
     modes = sweep_modes(options["only"])
-    backends = bench_cmd.parse_backends(options["backends"])
+    backends = bench_setup.parse_backends(options["backends"])
     if options["peer_names"]:
         raise BenchError("--procs sweeps ledgerq's workers only: drop --peers")
     bench_runner.check_extra()
@@ -75,15 +75,15 @@ def _measure(
         watch=watcher,
     )
     try:
-        targets = bench_cmd.ledgerq_targets(bench, backends, options, note)
+        targets = bench_setup.ledgerq_targets(bench, backends, options, note)
         if not targets:
             raise BenchError("nothing left to measure: every backend failed its setup")
         load = os.getloadavg()
         plan = sweep_runner.sweep_targets(targets, procs)
-        rows = bench_cmd.run_with_progress(bench, plan, modes, options["trials"], note)
+        rows = bench_setup.run_with_progress(bench, plan, modes, options["trials"], note)
     finally:
         watcher.close()
-    context = bench_cmd.context_of(options, stamp, load, bench, targets)
+    context = bench_setup.context_of(options, stamp, load, bench, targets)
     context.update(procs=procs, modes=modes, load_average_at_end=_load())
     context["problems"] = bench_report.problems(rows)
     del context["summary_file"]
