@@ -17,6 +17,7 @@ from ledgerq.cli.cli_context import CliContext, pass_cli
 from ledgerq.cli.commands.bench_setup import (
     context_of,
     ledgerq_targets,
+    new_runner,
     parse_backends,
     parse_modes,
     parse_peers,
@@ -166,14 +167,7 @@ def _measure(options: dict[str, Any], modes: list[str], backends: list[str]) -> 
     peers_dir = peers.sync(peers.find_source(options["peers_source"]), scratch)
     chosen = parse_peers(options["peer_names"], options["no_peers"], peers.available(peers_dir))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    bench = bench_runner.Runner(
-        peers_dir=peers_dir,
-        sizes=bench_runner.Sizes(
-            options["n"], options["n_io"], options["lat_rate"], options["lat_secs"]
-        ),
-        results_path=options["results_dir"] / f"results-{stamp}.jsonl",
-        timeout_seconds=options["timeout_s"],
-    )
+    bench = new_runner(options, peers_dir, f"results-{stamp}.jsonl")
     targets = ledgerq_targets(bench, backends, options, note)
     targets += _peer_targets(peers_dir, chosen, note)
     if not targets:

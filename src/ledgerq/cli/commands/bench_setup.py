@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -159,3 +160,22 @@ def context_of(
             "platform": platform.platform(),
         },
     }
+
+
+def new_runner(
+    options: dict[str, Any],
+    peers_dir: Path,
+    results_name: str,
+    watch: bench_runner.Watch | None = None,
+) -> bench_runner.Runner:
+    """A runner of the command's sizes and timeout, writing ``results_name`` in
+    ``--results-dir``."""
+    return bench_runner.Runner(
+        peers_dir=peers_dir,
+        sizes=bench_runner.Sizes(
+            options["n"], options["n_io"], options["lat_rate"], options["lat_secs"]
+        ),
+        results_path=options["results_dir"] / results_name,
+        timeout_seconds=options["timeout_s"],
+        watch=watch,
+    )

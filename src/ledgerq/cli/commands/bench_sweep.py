@@ -65,15 +65,7 @@ def _measure(
     peers_dir = peers.sync(peers.find_source(options["peers_source"]), scratch)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     watcher = sweep_runner.Watcher()
-    bench = bench_runner.Runner(
-        peers_dir=peers_dir,
-        sizes=bench_runner.Sizes(
-            options["n"], options["n_io"], options["lat_rate"], options["lat_secs"]
-        ),
-        results_path=options["results_dir"] / f"sweep-{stamp}.jsonl",
-        timeout_seconds=options["timeout_s"],
-        watch=watcher,
-    )
+    bench = bench_setup.new_runner(options, peers_dir, f"sweep-{stamp}.jsonl", watcher)
     try:
         targets = bench_setup.ledgerq_targets(bench, backends, options, note)
         if not targets:
