@@ -32,13 +32,15 @@ def row(target: str, mode: str, trial: int = 1, **values: Any) -> dict[str, Any]
     return {"target": target, "peer": target, "mode": mode, "trial": trial, **values}
 
 
-def full_rows(target: str, scale: float = 1.0, p99: float = 5.0) -> list[dict[str, Any]]:
+def full_rows(
+    target: str, scale: float = 1.0, p99: float = 5.0, p50: float = 2.0
+) -> list[dict[str, Any]]:
     return [
         row(target, "enqueue_single", rate=1000 * scale),
         row(target, "enqueue_bulk", rate=50_000 * scale),
         row(target, "drain", rate_from_launch=6000 * scale, rate_first_to_last=7000 * scale),
         row(target, "io", rate_from_launch=1200 * scale, rate_first_to_last=1500 * scale),
-        row(target, "latency", p50_ms=2.0, p99_ms=p99, sent=2000, completed=2000),
+        row(target, "latency", p50_ms=p50, p99_ms=p99, sent=2000, completed=2000),
     ]
 
 
@@ -221,10 +223,12 @@ def test_json_has_results_ratios_and_targets() -> None:
     assert list(data["ratios_by_target"]) == [LQ, "ledgerq_sqlite"]
     assert data["ratios_by_target"][LQ]["pgqueuer"]["drain"] == pytest.approx(1.25)
     assert data["ratios_by_target"]["ledgerq_sqlite"]["pgqueuer"]["drain"] == pytest.approx(0.625)
-    assert [t["met"] for t in data["targets"]] == [True] * 4 + [None] * 6
+    # PostgreSQL: bulk and drain 1.25x pgqueuer met; p99 5.0 ms, io 93.8% / 75.0% missed.
+    assert [t["met"] for t in data["targets"]] == [True] * 2 + [False] * 3 + [None] * 11
     assert [t["ledgerq"] for t in data["targets"]] == (
-        [LQ] * 4 + [REDIS] * 3 + [REDIS + "_down"] + ["ledgerq_sqlite"] * 2
+        [LQ] * 5 + [REDIS] * 8 + [REDIS + "_down"] + ["ledgerq_sqlite"] * 2
     )
+    assert data["targets"][0]["threshold"] == 1.2 and not data["targets"][0]["informational"]
     assert [m["key"] for m in data["metrics"]][:2] == ["enqueue_single", "enqueue_bulk"]
     assert data["problems"] == ["arq drain (trial 1): RuntimeError: boom"]
 
@@ -258,14 +262,14 @@ def test_terminal_tables_of_a_redis_only_run() -> None:
     assert "postgresql_redis:" not in text  # one ledgerq target: ratios need no name
     targets = render(bench_tables.targets_table(found))
     assert "ledgerq/postgresql_redis" in targets and "ledgerq/postgresql " in targets
-    assert "1.25x (+4% vs 1.2x)" in targets and "MISSED" in targets
+    assert "1.25x (-22% vs 1.6x)" in targets and "MISSED" in targets
 
 
 def test_markdown_has_figures_ratios_and_targets() -> None:
     text = bench_tables.markdown(sample_report())
     assert "| measurement | unit | ledgerq/postgresql | ledgerq/sqlite | pgqueuer | arq |" in text
     assert "| drain no-op, launch→last | 1.25x | - |" in text
-    assert "| drain ≥ 1.0x pgqueuer (launch→last) | met | 1.25x (+25%) |" in text
+    assert "| drain ≥ 1.2x pgqueuer (launch→last) | met | 1.25x (+4% vs 1.2x) |" in text
     assert text.count("'s ratio to each peer") == 2
     assert "ledgerq/sqlite's ratio to each peer" in text
     assert "| drain no-op, launch→last | 0.62x | - |" in text
@@ -280,13 +284,14 @@ def test_markdown_of_a_redis_only_run_shows_its_ratios_and_targets() -> None:
     assert "| measurement | pgqueuer | dramatiq |" in text
     assert "| drain no-op, launch→last | 1.25x | 1.80x |" in text
     assert "| start latency p99 | 2.89x | 2.89x |" in text  # 13.0 ms ÷ 4.5 ms
-    assert "| start latency p99 ≤ 10 ms (LISTEN/NOTIFY) | not measured | not measured |  |" in text
+    assert "| start latency p99 ≤ 3.0 ms (LISTEN/NOTIFY) | not measured | not measured |  |" in text
     assert (
-        "| drain ≥ 2.0x dramatiq (Redis, launch→last) | MISSED | 1.80x (-10% vs 2.0x) "
+        "| drain ≥ 2.5x dramatiq (Redis, launch→last) | MISSED | 1.80x (-28% vs 2.5x) "
         "| drain no-op, 1st→last: 2.00x; trials: 1.60x, 2.25x, 1.92x |"
     ) in text
     assert (
-        "| start latency p99 ≤ 5 ms (Redis) | met | 4.5 ms (0.5 ms under) | p50: 2.5 ms |" in text
+        "| start latency p99 ≤ 2.0 ms (Redis) | MISSED | 4.5 ms (2.5 ms over) | p50: 2.5 ms |"
+        in text
     )
 
 

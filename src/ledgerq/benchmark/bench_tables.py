@@ -46,9 +46,9 @@ def format_ratio(value: float | None) -> str:
 
 
 def verdict(target: TargetResult) -> str:
-    """``met``, ``MISSED`` or ``not measured``."""
+    """``met``, ``MISSED``, ``measured`` (an informational target) or ``not measured``."""
     if target.met is None:
-        return "not measured"
+        return "measured" if target.informational and target.value is not None else "not measured"
     return "met" if target.met else "MISSED"
 
 
@@ -97,18 +97,24 @@ def results_table(report: Report) -> Table:
     return table
 
 
+def _style(target: TargetResult) -> str:
+    if target.met is None:
+        return "cyan" if verdict(target) == "measured" else "yellow"
+    return "green" if target.met else "red"
+
+
 def targets_table(report: Report) -> Table:
-    """The issue's targets, a section per ledgerq target: met or missed, and by how much."""
+    """The issue's targets, a section per ledgerq target: met, missed (by how much), not
+    measured, or measured (memory: shown beside the peers, not judged)."""
     table = Table(title="targets")
     for column in ("ledgerq", "target", "result", "measured", "also"):
         table.add_column(column)
     for ledgerq, group in _by_ledgerq(report):
         for i, target in enumerate(group):
-            style = "green" if target.met else ("red" if target.met is False else "yellow")
             table.add_row(
                 display_name(ledgerq) if i == 0 else "",
                 target.name,
-                Text(verdict(target), style=style),
+                Text(verdict(target), style=_style(target)),
                 target.margin,
                 target.detail,
                 end_section=i == len(group) - 1,
