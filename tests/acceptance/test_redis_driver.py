@@ -185,7 +185,7 @@ def test_crash_between_commit_and_push_is_repaired_by_the_reconciler(
         "from tests.acceptance import effects_app\n"
         f"a = effects_app.make_app(database_url={db.url!r}, redis_url={redis_server.url!r},"
         " namespace='crash')\n"
-        "a.app.client._transport.push = lambda hints: os._exit(3)  # the fault hook\n"
+        "a.app.client.announce = lambda hints: os._exit(3)  # the fault hook, after the commit\n"
         "a.record_effect.enqueue('lost-push')\n"
     )
     crashed = subprocess.run(

@@ -1,5 +1,6 @@
-"""Hints sent by the producer's own thread (``REDIS_PUSH=background``): ``enqueue`` returns
-once the job committed, without waiting for Redis; a hint that never reaches Redis costs
+"""Hints sent without making ``enqueue`` wait for Redis, by the producer's own thread
+(``REDIS_PUSH=background``) or written with their replies read later (``pipelined``, the
+default): ``enqueue`` returns once the job committed; a hint that never reaches Redis costs
 latency, never the job; hints still waiting when the process exits are sent first."""
 
 from __future__ import annotations
@@ -22,9 +23,16 @@ from tests.redis_server import RedisServer
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def app(database_url: str, redis_server: RedisServer) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url, redis_url=redis_server.url, namespace="bp")
+@pytest.fixture(params=["pipelined", "background"])
+def app(
+    request: pytest.FixtureRequest, database_url: str, redis_server: RedisServer
+) -> Iterator[LedgerQ]:
+    application = LedgerQ(
+        database_url=database_url,
+        redis_url=redis_server.url,
+        namespace="bp",
+        redis_push=request.param,
+    )
     ran: list[int] = []
     lock = threading.Lock()
 
@@ -103,7 +111,7 @@ def test_hints_waiting_at_exit_are_sent_first(database_url: str, redis_server: R
         "import time\n"
         "from ledgerq import LedgerQ\n"
         f"app = LedgerQ(database_url={database_url!r}, redis_url={redis_server.url!r},"
-        " namespace='bp')\n"
+        " namespace='bp', redis_push='background')\n"
         "@app.task(name='work')\n"
         "def work(ctx, n): pass\n"
         "transport = app.client._transport\n"

@@ -99,14 +99,15 @@ class LedgerQ:
         """The producer API: enqueue, get, list, cancel, retry."""
         if self._client is None:
             spool = build_spool(self.settings, self.parts.redis)
+            transport = wiring.producer_transport(self.settings, self.parts)
             self._client = Client(
                 self.parts.store,
-                wiring.producer_transport(self.settings, self.parts),
+                transport,
                 self.registry,
                 self.parts.codec,
                 finished=self.parts.finished,
                 spooler=None if spool is None else Spooler(spool, self.parts.store),
-                background_push=wiring.pushes_in_background(self.settings, self.parts),
+                hint_sender=wiring.hint_sender(self.settings, self.parts, transport),
             )
         return self._client
 

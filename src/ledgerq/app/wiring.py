@@ -22,9 +22,10 @@ from ledgerq.config.settings import Settings
 from ledgerq.core import errors, redis_url
 from ledgerq.core.limits import FallbackRates
 from ledgerq.core.operations import EventSink
-from ledgerq.core.ports import ControlChannel, RateLimitBackend, Transport
+from ledgerq.core.ports import ControlChannel, HintSender, RateLimitBackend, Transport
 from ledgerq.core.retention import HistoryRetention
 from ledgerq.core.tasks import TaskRegistry
+from ledgerq.producer.announcer import Announcer
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.job_log import job_log_lines
@@ -157,10 +158,16 @@ def producer_transport(settings: Settings, parts: Parts) -> Transport:
     return redis_transport(settings, parts)
 
 
-def pushes_in_background(settings: Settings, parts: Parts) -> bool:
-    """Whether a producer's hints go to Redis from a thread of their own
-    (``REDIS_PUSH=background`` with Redis configured; without Redis nothing is sent)."""
-    return parts.redis is not None and settings.redis_push == "background"
+def hint_sender(settings: Settings, parts: Parts, transport: Transport) -> HintSender | None:
+    """How a producer sends hints to Redis (``REDIS_PUSH``): ``pipelined`` writes without
+    waiting for the reply, ``background`` from a thread of its own, ``inline`` (None) with
+    ``transport.push`` before ``enqueue`` returns. Without Redis nothing is sent (None);
+    ``transport`` is then the polling one, else ``producer_transport``'s RedisTransport."""
+    if parts.redis is None or settings.redis_push == "inline":
+        return None
+    if settings.redis_push == "background":
+        return Announcer(transport)
+    return cast("RedisTransport", transport).pipelined_sender()
 
 
 def reconcile_policy(settings: Settings) -> ReconcilePolicy:

@@ -153,12 +153,14 @@ class Settings(BaseSettings):
     (enqueue raises ``StoreUnavailable``), ``redis`` (lists in ``REDIS_URL``'s Redis) or
     ``file:/path/to/folder`` (``file`` alone: ``./ledgerq-spool``). Workers replay it; see
     docs/operations.md, "Enqueue spool". Defaults to off."""
-    redis_push: Literal["background", "inline"] = "background"
-    """How a producer sends the ids of committed jobs to Redis: ``background`` (a thread of
-    the producer's sends them, batched, after ``enqueue`` returned; the job is committed
-    first either way) or ``inline`` (before ``enqueue`` returns). A hint that is never sent
-    only costs latency: idle workers claim by query and the reconciler re-sends it.
-    Defaults to background."""
+    redis_push: Literal["pipelined", "background", "inline"] = "pipelined"
+    """How a producer sends the ids of committed jobs to Redis: ``pipelined`` (written on
+    the caller's thread right after the commit; ``enqueue`` does not wait for Redis's reply,
+    which is read later), ``background`` (a thread of the producer's sends them, batched,
+    after ``enqueue`` returned) or ``inline`` (sent and answered before ``enqueue``
+    returns). The job is committed first in every mode; a hint that is never sent only
+    costs latency: idle workers claim by query and the reconciler re-sends it. Defaults to
+    pipelined."""
     locks_backend: Literal["database", "redis"] = "database"
     """Where ``app.lock`` keeps locks: the ``distributed_locks`` table, or Redis keys (needs
     ``REDIS_URL``); fencing tokens come from the database either way. Defaults to database."""

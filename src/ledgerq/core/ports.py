@@ -269,6 +269,27 @@ class Transport(Protocol):
         """Release connections."""
 
 
+class HintSender(Protocol):
+    """Sends a producer's hints of committed jobs without making ``enqueue`` wait for the
+    transport's reply: a thread of the producer's (``Announcer``) or writes whose replies are
+    read later (``PipelinedPush``)."""
+
+    @property
+    def unsent(self) -> int:
+        """Hints that may not have reached the transport (their jobs are found later)."""
+
+    def submit(self, hints: Sequence[JobHint]) -> None:
+        """Send (or queue for sending) hints of committed ``queued`` jobs; never raises for
+        the transport's failures (they are counted in ``unsent``)."""
+
+    def flush(self, timeout: float = 2.0) -> bool:
+        """Wait up to ``timeout`` seconds until every hint so far was sent (or counted
+        unsent); True if none is left waiting."""
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Send what waits (up to ``timeout`` seconds), then release what the sender holds."""
+
+
 class WorkerStore(Protocol):
     """The fleet's registry as a worker process needs it. Writes of a worker that the fleet
     declared dead are refused, like fenced job writes."""

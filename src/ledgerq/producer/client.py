@@ -20,12 +20,11 @@ from ledgerq.core.job import (
     check_queue_name,
 )
 from ledgerq.core.operations import EventSink, JobsEnqueued
-from ledgerq.core.ports import FinishSignal, JobStore, Transport
+from ledgerq.core.ports import FinishSignal, HintSender, JobStore, Transport
 from ledgerq.core.requeue import DeadJobFilter, RequeueReport
 from ledgerq.core.states import JobState
 from ledgerq.core.tasks import TaskRegistry, TaskSpec
 from ledgerq.core.validation import check_job_id, check_seconds, check_text
-from ledgerq.producer.announcer import Announcer
 from ledgerq.producer.job_handle import JobHandle, SpooledHandle, wait_for_job
 from ledgerq.producer.spooler import Spooler
 
@@ -47,13 +46,14 @@ class Client:
         finished: FinishSignal | None = None,
         spooler: Spooler | None = None,
         *,
-        background_push: bool = False,
+        hint_sender: HintSender | None = None,
     ) -> None:
         """``events`` (optional) receives a ``JobsEnqueued`` per queue after each commit;
         ``finished`` (optional) wakes ``wait`` when a job finishes; with ``spooler`` an
-        enqueue the database cannot take goes to the spool. ``background_push``: committed
-        jobs' hints are sent by a thread of their own (``Announcer``), so an enqueue does not
-        wait for the transport; else before ``enqueue`` returns."""
+        enqueue the database cannot take goes to the spool. ``hint_sender``: committed jobs'
+        hints go through it (a sending thread, or writes whose replies are read later), so an
+        enqueue does not wait for the transport; without, ``transport.push`` sends them
+        before ``enqueue`` returns."""
         self._finished = finished
         self.store = store
         self.spooler = spooler
@@ -61,26 +61,26 @@ class Client:
         self._transport = transport
         self._registry = registry
         self._codec = codec
-        self._announcer = Announcer(transport) if background_push else None
+        self._sender = hint_sender
         self._unsent = 0
 
     @property
     def unannounced(self) -> int:
         """Hints this client could not send (their jobs wait for an idle worker's query or
-        the reconciler). With ``background_push``, hints still waiting are not counted:
-        ``flush_hints`` first."""
-        sent_later = 0 if self._announcer is None else self._announcer.unsent
+        the reconciler). With a hint sender, hints still waiting for their reply are not
+        counted: ``flush_hints`` first."""
+        sent_later = 0 if self._sender is None else self._sender.unsent
         return self._unsent + sent_later
 
     def flush_hints(self, timeout: float = 2.0) -> bool:
         """Wait up to ``timeout`` seconds until the hints of every enqueue so far were sent
         (or counted in ``unannounced``); True if none is left waiting."""
-        return True if self._announcer is None else self._announcer.flush(timeout)
+        return True if self._sender is None else self._sender.flush(timeout)
 
     def close(self) -> None:
-        """Send the hints still waiting (up to 2 s), then stop the sending thread."""
-        if self._announcer is not None:
-            self._announcer.close()
+        """Send the hints still waiting (up to 2 s), then release the hint sender."""
+        if self._sender is not None:
+            self._sender.close()
 
     def build(
         self,
@@ -242,13 +242,13 @@ class Client:
         return wait_for_job(self.store, self._codec, check_job_id(job_id), timeout, self._finished)
 
     def announce(self, hints: Sequence[JobHint]) -> None:
-        """Send hints of committed queued jobs (at once, or handed to the sending thread);
+        """Send hints of committed queued jobs (through the hint sender, or at once);
         if the transport fails, the jobs are still in the ledger and the reconciler sends
         them later (a lost hint only costs latency)."""
         if not hints:
             return
-        if self._announcer is not None:
-            self._announcer.submit(hints)
+        if self._sender is not None:
+            self._sender.submit(hints)
             return
         try:
             self._transport.push(hints)

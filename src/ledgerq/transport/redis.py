@@ -27,7 +27,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.sentinel
@@ -38,6 +38,9 @@ from ledgerq.core.job import JobHint
 from ledgerq.transport import wire
 from ledgerq.transport.outage import PROBE_FIRST_SECONDS, PROBE_MAX_SECONDS, OutageTracker
 from ledgerq.transport.polling import PollingTransport
+
+if TYPE_CHECKING:
+    from ledgerq.transport.redis_push import PipelinedPush
 
 log = structlog.get_logger("ledgerq.transport.redis")
 
@@ -196,6 +199,25 @@ class RedisTransport:
             raise errors.TransportError(f"Redis push failed: {exc}") from exc
         self._answered()
         self.pushed += len(hints)
+
+    def pipelined_sender(self, max_outstanding: int | None = None) -> PipelinedPush:
+        """A sender of hints that writes without waiting for replies (``redis_push.py``),
+        on a connection of its own (no health-check PING: it would read a push's reply),
+        sharing this transport's outage state."""
+        from ledgerq.transport import redis_push
+
+        pool = self._client.connection_pool
+        timeout = redis_push.PUSH_TIMEOUT_SECONDS
+        options = {**pool.connection_kwargs, "health_check_interval": 0}
+        options.update(socket_timeout=timeout, socket_connect_timeout=timeout)
+        return redis_push.PipelinedPush(
+            lambda: pool.connection_class(**options),
+            self.key,
+            self._outage,
+            self._answered,
+            REDIS_ERRORS,
+            max_outstanding=max_outstanding or redis_push.MAX_OUTSTANDING,
+        )
 
     # -- worker side -----------------------------------------------------------------------
 

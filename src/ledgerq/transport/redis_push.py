@@ -1,0 +1,194 @@
+"""PipelinedPush: a producer's hints go to Redis on the caller's thread, right after the
+commit, without waiting for Redis's reply (``REDIS_PUSH=pipelined``, the default).
+
+Each ``submit`` writes one ``ZADD`` per queue to a connection of its own and returns; the
+replies are read later: those already come by the next ``submit`` (one poll, no wait), the
+rest by ``flush``, or by a ``submit`` once ``max_outstanding`` are unread. Against a push
+that waits for its reply this saves the round trip and most of redis-py's per-command work
+(29 us of client CPU per hint against 148 us, loaded 2-core machine), and against a sending
+thread it saves the thread's wake-up, which the start latency paid.
+
+Safe for the same reason as the other modes: the job is committed before its hint is written,
+and a hint that never arrives only costs latency (an idle worker's claim by query, the
+reconciler's re-send). A Redis that stops answering is noticed when the unread replies pass
+the bound (or the socket's buffer fills): the read gives up after ``PUSH_TIMEOUT_SECONDS``,
+the hints not confirmed are counted unsent, and pushes are skipped until the transport's
+outage probe is due, as with the inline push.
+
+This module imports no redis: ``RedisTransport.pipelined_sender`` hands it the pool's
+connection class and options and its error tuple.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ledgerq.core.job import JobHint
+from ledgerq.transport import wire
+from ledgerq.transport.outage import OutageTracker
+
+#: Commands whose replies may wait unread before a ``submit`` reads the older half.
+MAX_OUTSTANDING = 256
+#: Connect and read timeout of the push connection: a Redis that does not answer within it
+#: is treated as down (pushes skipped until the outage probe), never waited on longer.
+PUSH_TIMEOUT_SECONDS = 1.0
+#: Members per ``ZADD`` command, as the transport's pipelined push.
+PUSH_CHUNK = 1000
+
+
+class PipelinedPush:
+    """Writes hints without waiting for replies, on one connection of its own; thread-safe
+    (one lock around the connection), fork-aware (a child opens its own connection).
+    ``unsent`` counts hints Redis may not have stored (a failed write or reply)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        key: Callable[[str], str],
+        outage: OutageTracker,
+        answered: Callable[[], None],
+        redis_errors: tuple[type[BaseException], ...],
+        *,
+        max_outstanding: int = MAX_OUTSTANDING,
+    ) -> None:
+        """``connect`` makes a redis-py connection (not connected yet),
+        ``key`` names a queue's sorted set; failures go to ``outage`` and successes to
+        ``answered``, as the transport's own pushes do."""
+        self._connect = connect
+        self._key = key
+        self._outage = outage
+        self._answered = answered
+        self._errors = redis_errors
+        self._max_outstanding = max_outstanding
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._pid = os.getpid()
+        self._waiting: deque[int] = deque()  # hints per written command, reply not read yet
+        self._unsent = 0
+        self._closed = False
+
+    @property
+    def unsent(self) -> int:
+        """Hints that may not have reached Redis (their jobs wait for a query or re-send)."""
+        with self._lock:
+            return self._unsent
+
+    @property
+    def waiting(self) -> int:
+        """Written commands whose reply is not read yet."""
+        with self._lock:
+            return len(self._waiting)
+
+    def submit(self, hints: Sequence[JobHint]) -> None:
+        """Write the hints' ``ZADD`` commands; never waits for Redis unless more than
+        ``max_outstanding`` replies are unread."""
+        if not hints:
+            return
+        commands = _commands(hints, self._key)
+        with self._lock:
+            self._forget_after_fork()
+            if self._closed or self._outage.skipping():
+                self._unsent += len(hints)
+                return
+            written = False
+            try:
+                connection = self._open()
+                # Replies that came meanwhile are read now, at the cost of one poll: hints
+                # are confirmed while Redis is healthy, and a closed connection is noticed
+                # here, before more is written into it.
+                while self._waiting and connection.can_read(timeout=0):
+                    connection.read_response()
+                    self._waiting.popleft()
+                connection.send_packed_command(
+                    connection.pack_commands([c for c, _ in commands]), check_health=False
+                )
+                self._waiting.extend(n for _, n in commands)
+                written = True
+                if len(self._waiting) > self._max_outstanding:
+                    self._read(len(self._waiting) - self._max_outstanding // 2, None)
+            except self._errors as exc:
+                self._fail(exc, 0 if written else len(hints))
+
+    def flush(self, timeout: float = 2.0) -> bool:
+        """Read the replies still waiting, for up to ``timeout`` seconds; True if every hint
+        so far was confirmed (or counted in ``unsent``)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._forget_after_fork()
+            try:
+                self._read(len(self._waiting), deadline)
+            except self._errors as exc:
+                self._fail(exc, 0)
+            return not self._waiting
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Read the replies still waiting (up to ``timeout`` seconds), then close the
+        connection; later hints are counted unsent. Calling it again does nothing."""
+        self.flush(timeout)
+        with self._lock:
+            self._closed = True
+            self._unsent += sum(self._waiting)
+            self._waiting.clear()
+            if self._connection is not None and self._pid == os.getpid():
+                self._connection.disconnect()
+            self._connection = None
+
+    def _open(self) -> Any:
+        if self._connection is None:
+            connection = self._connect()
+            # Connected here, not by the first write: a Sentinel-managed connection finds
+            # the master only in its own connect().
+            connection.connect()
+            self._connection = connection
+        return self._connection
+
+    def _read(self, count: int, deadline: float | None) -> None:
+        """Read ``count`` replies; with a ``deadline``, stop early (leaving them waiting)
+        when no reply is ready by then."""
+        for _ in range(count):
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._connection.can_read(timeout=left):
+                    return
+            self._connection.read_response()
+            self._waiting.popleft()
+        self._answered()
+
+    def _fail(self, exc: BaseException, not_written: int) -> None:
+        """A write or reply failed: the hints not confirmed are counted unsent, the connection
+        is dropped (replies on it are out of step now) and the outage noted."""
+        self._unsent += not_written + sum(self._waiting)
+        self._waiting.clear()
+        if self._connection is not None:
+            self._connection.disconnect()
+            self._connection = None
+        self._outage.failed(exc)
+
+    def _forget_after_fork(self) -> None:
+        # The parent's socket is not ours to read or close: a child starts afresh.
+        if self._pid != os.getpid():
+            self._pid, self._connection, self._waiting = os.getpid(), None, deque()
+
+
+def _commands(
+    hints: Sequence[JobHint], key: Callable[[str], str]
+) -> list[tuple[tuple[Any, ...], int]]:
+    """One ``ZADD key score member ...`` per queue (chunked), with its hint count."""
+    by_key: dict[str, dict[bytes, int]] = {}
+    for hint in hints:
+        by_key.setdefault(key(hint.queue), {})[wire.encode_member(hint.job_id)] = hint.priority
+    commands: list[tuple[tuple[Any, ...], int]] = []
+    for name, members in by_key.items():
+        items = list(members.items())
+        for start in range(0, len(items), PUSH_CHUNK):
+            chunk = items[start : start + PUSH_CHUNK]
+            args: list[Any] = ["ZADD", name]
+            for member, score in chunk:
+                args += (score, member)
+            commands.append((tuple(args), len(chunk)))
+    return commands

@@ -1,0 +1,122 @@
+"""``REDIS_PUSH=pipelined`` (the default): a producer writes its hints to a Redis connection of
+its own right after the commit and reads the replies later. The hints arrive without a flush,
+the unread replies stay bounded, a Redis that stops answering holds an enqueue up for at most
+the push timeout (then pushes are skipped until it answers again), and a refused command's
+hints are counted unsent."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ledgerq import LedgerQ
+from ledgerq.core.job import JobHint
+from ledgerq.transport.redis import RedisTransport
+from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS
+from tests.helpers import wait_until
+from tests.redis_server import RedisServer
+
+
+def hinted(server: RedisServer, namespace: str = "pp", queue: str = "default") -> list[int]:
+    with server.client() as raw:
+        return [int(m) for m in raw.zrange(f"{namespace}:0:queue:{queue}", 0, -1)]
+
+
+@pytest.fixture
+def transport(redis_server: RedisServer) -> Iterator[RedisTransport]:
+    found = RedisTransport(redis_server.url, namespace="pp")
+    yield found
+    found.close()
+
+
+def hints(*ids: int) -> list[JobHint]:
+    return [JobHint(job_id=i, queue="default") for i in ids]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+def test_hints_arrive_without_a_flush(database_url: str, redis_server: RedisServer) -> None:
+    app = LedgerQ(database_url=database_url, redis_url=redis_server.url, namespace="pp")
+    try:
+
+        @app.task(name="work")
+        def work(ctx: object, n: int) -> None: ...
+
+        ids = [work.enqueue(n).job_id for n in range(3)]
+        ids += [h.job_id for h in work.enqueue_many([(n,) for n in range(3, 8)])]
+        # Written before enqueue returned; Redis applies them without anyone reading replies.
+        wait_until(lambda: hinted(redis_server) == sorted(ids), timeout=10, what="8 hints")
+        assert app.client.flush_hints(10)
+        assert app.client.unannounced == 0
+    finally:
+        app.close()
+
+
+def test_unread_replies_stay_bounded(transport: RedisTransport, redis_server: RedisServer) -> None:
+    sender = transport.pipelined_sender(max_outstanding=8)
+    for job_id in range(1, 101):
+        sender.submit(hints(job_id))
+        assert sender.waiting <= 8
+    assert sender.flush(10)
+    assert sender.waiting == 0
+    assert sender.unsent == 0
+    assert hinted(redis_server) == list(range(1, 101))
+    sender.close()
+
+
+def test_a_redis_that_stops_answering_holds_a_push_up_for_the_timeout_at_most(
+    transport: RedisTransport, redis_server: RedisServer
+) -> None:
+    sender = transport.pipelined_sender(max_outstanding=4)
+    sender.submit(hints(1))
+    assert sender.flush(10)
+    redis_server.pause()
+    try:
+        for job_id in range(2, 6):  # written into the socket; no reply is read yet
+            started = time.monotonic()
+            sender.submit(hints(job_id))
+            assert time.monotonic() - started < PUSH_TIMEOUT_SECONDS / 2
+        assert not sender.flush(0.05)  # the replies do not come
+        started = time.monotonic()
+        sender.submit(hints(6))  # past the bound: reads, gives up after the push timeout
+        held = time.monotonic() - started
+        assert PUSH_TIMEOUT_SECONDS * 0.9 <= held < PUSH_TIMEOUT_SECONDS + 2
+        assert sender.unsent == 5 and sender.waiting == 0
+        started = time.monotonic()
+        sender.submit(hints(7))  # Redis is marked down: skipped at once, counted
+        assert time.monotonic() - started < 0.1
+        assert sender.unsent == 6
+    finally:
+        redis_server.resume()
+
+    def sent_again() -> bool:  # once the outage probe is due, pushes go out again
+        sender.submit(hints(8))
+        return sender.flush(1) and 8 in hinted(redis_server)
+
+    wait_until(sent_again, timeout=20, what="a push after Redis answers again")
+    sender.close()
+
+
+def test_a_refused_command_counts_its_hints_unsent(
+    transport: RedisTransport, redis_server: RedisServer
+) -> None:
+    with redis_server.client() as raw:
+        raw.set("pp:0:queue:default", "not a sorted set")  # ZADD gets WRONGTYPE
+    sender = transport.pipelined_sender()
+    sender.submit(hints(1, 2))
+    assert sender.flush(10)
+    assert sender.unsent == 2
+    sender.close()
+
+
+def test_after_close_hints_are_counted_unsent(
+    transport: RedisTransport, redis_server: RedisServer
+) -> None:
+    sender = transport.pipelined_sender()
+    sender.submit(hints(1))
+    sender.close()
+    assert hinted(redis_server) == [1]  # close read its reply first
+    sender.submit(hints(2))
+    assert sender.unsent == 1
+    assert hinted(redis_server) == [1]
