@@ -58,6 +58,8 @@ WRITES: dict[str, Callable[[SqlJobStore, list[Claim]], list[bool]]] = {
         [Completion(c, JobState.SUCCEEDED, result_json="1") for c in claims]
     ),
     "requeue": lambda store, claims: store.requeue_jobs(claims),
+    # Started and unstarted put-backs (the latter cost no attempt) in one id-ordered pass.
+    "requeue-mixed": lambda store, claims: store.requeue_jobs(claims, unstarted=claims[::2]),
 }
 
 

@@ -80,7 +80,9 @@ class JobOut(BaseModel):  # type: ignore[no-redef]  # pydantic plugin: a field n
     priority: int
     attempt: int = Field(description="The job's runs so far (claims postponed by a limit aside).")
     max_attempts: int = Field(description="The runs the job may have.")
-    postponed: int = Field(0, description="Claims a rate or concurrency limit postponed.")
+    postponed: int = Field(
+        0, description="Claims that ran nothing: postponed by a limit, or put back unstarted."
+    )
     run_at: datetime
     created_at: datetime
     claimed_at: datetime | None = Field(None, description="When the current attempt was claimed.")

@@ -182,12 +182,14 @@ class Job:
     claimed_at: datetime | None = None
     """When the current attempt was claimed (its lease and history begin here)."""
     postponed: int = 0
-    """Claims a limit postponed without running the job (each raised ``max_attempts`` too)."""
+    """Claims that ended without running the job (each raised ``max_attempts`` too): postponed
+    by a limit or an unknown task, or put back unstarted by a stopping worker."""
 
     @property
     def runs(self) -> int:
         """The runs of the job so far, the current one included: ``attempt`` less the claims
-        a limit postponed. What a person is shown, and ``ctx.attempt`` (1 on the first run)."""
+        that ran nothing (``postponed``). What a person is shown, and ``ctx.attempt`` (1 on
+        the first run)."""
         return self.attempt - self.postponed
 
     @property

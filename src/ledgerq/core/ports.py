@@ -8,7 +8,7 @@ owner's result.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -94,9 +94,13 @@ class JobStore(Protocol):
     def heartbeat_jobs(self, claims: Sequence[Claim], *, lease_seconds: float) -> list[bool]:
         """Extend the lease of running attempts; fenced, one bool per claim."""
 
-    def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:
+    def requeue_jobs(
+        self, claims: Sequence[Claim], *, unstarted: Collection[Claim] = ()
+    ) -> list[bool]:
         """Put running attempts back to ``queued`` (graceful shutdown); fenced, one bool per
-        claim, so repeating a requeue changes nothing (False) and the attempt is kept."""
+        claim, so repeating a requeue changes nothing (False) and the attempt is kept. The
+        claims also in ``unstarted`` (their bodies never started) cost no attempt, as a
+        postponed claim: ``max_attempts + 1`` and ``postponed + 1``."""
 
     def maintain_tables(self) -> bool:
         """Clean up after churn where the database would not; True if anything ran."""

@@ -129,12 +129,14 @@ class Bookkeeper:
 
     def put_back_unfinished(self) -> None:
         """Requeue every job still held (at shutdown), stop their handlers, and announce the
-        jobs put back."""
+        jobs put back. A job whose body never started (prefetched, or drained from a slot)
+        is kept from starting and put back at no attempt's cost (``requeue_jobs``)."""
         contexts = self.held_jobs()
         if not contexts:
             return
+        unstarted = [c.claim for c in contexts if not c.take_back()]
         try:
-            applied = self._store.requeue_jobs([c.claim for c in contexts])
+            applied = self._store.requeue_jobs([c.claim for c in contexts], unstarted=unstarted)
         except errors.StoreError as exc:
             # The leases still expire, and the rescuer will requeue these jobs.
             log.error("could not put jobs back", error=str(exc), jobs=len(contexts))

@@ -29,6 +29,7 @@ class JobContext:
     _lost: bool = False
     _stop: bool = False
     _completing: bool = False
+    _taken_back: bool = False
     started_mono: float | None = None
     """Monotonic time at which the body started (None while the job waits to start)."""
     start_written: bool = False
@@ -72,6 +73,24 @@ class JobContext:
     def mark_completing(self) -> None:
         """Record that the run ended; a refused heartbeat from now on is expected."""
         self._completing = True
+
+    def begin(self, now: float) -> bool:
+        """Record that the body starts at ``now`` (monotonic); False if the worker took the
+        job back first (``take_back``): then it must not run.
+
+        With ``take_back`` this is a handshake on plain flags, each side writing its own
+        before reading the other's (the GIL orders them): at least one side sees the other,
+        so a job put back as never started never runs. Both seeing each other (a start
+        taken back in the same instant) puts it back as started: it spends an attempt it did
+        not use, never runs one it did not pay for."""
+        self.started_mono = now
+        return not self._taken_back
+
+    def take_back(self) -> bool:
+        """Keep the body from starting from now on (the worker puts the job back); return
+        whether it had started (see ``begin``)."""
+        self._taken_back = True
+        return self.started_mono is not None
 
     def confirm(self, sent_at: float) -> None:
         """Record that a write sent at ``sent_at`` (monotonic) renewed this run's lease."""

@@ -205,7 +205,13 @@ class Executor:
                 self._release_slot(limited=_limited(run))
                 continue
             run.thread_id = threading.get_ident()
-            run.started = run.ctx.started_mono = time.monotonic()
+            run.started = time.monotonic()
+            if not run.ctx.begin(run.started):
+                # Put back unstarted at a stop while its admission was checked: never run it.
+                if self._on_skipped is not None:
+                    self._on_skipped(run.ctx)
+                self._release_slot(limited=_limited(run))
+                continue
             timeout = self._timeout_of(run)
             if timeout is not None and not (run.spec and run.spec.is_async):
                 run.unwound = threading.Event()

@@ -8,7 +8,7 @@ overwriting a new owner.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -77,7 +77,8 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
                 lease_expires_at=d.now_plus(sa.bindparam("lease_s", type_=sa.Float)),
             )
         )
-        self._requeue_stmt = moves.put_back(moves.claim_fence())
+        unstarted = sa.bindparam("unstarted", type_=sa.Integer)
+        self._requeue_stmt = moves.put_back(moves.claim_fence(), unstarted)
 
     # -- producer side -------------------------------------------------------------------
 
@@ -284,12 +285,22 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
         with self._begin() as conn:
             return self.dialect.update_many(conn, self._heartbeat_stmt, params)
 
-    def requeue_jobs(self, claims: Sequence[Claim]) -> list[bool]:
-        """Put running attempts back to queued; one bool per claim (fenced)."""
-        return in_id_order(claims, _claim_id, self._requeue_sorted)
+    def requeue_jobs(
+        self, claims: Sequence[Claim], *, unstarted: Collection[Claim] = ()
+    ) -> list[bool]:
+        """Put running attempts back to queued; one bool per claim (fenced). Those also in
+        ``unstarted`` cost no attempt (``moves.put_back``); one statement for both kinds, so
+        the rows are still written in id order."""
+        skipped = frozenset(unstarted)
+        return in_id_order(
+            claims, _claim_id, lambda sorted_claims: self._requeue_sorted(sorted_claims, skipped)
+        )
 
-    def _requeue_sorted(self, claims: Sequence[Claim]) -> list[bool]:
-        params = [{"claim_id": c.job_id, "claim_attempt": c.attempt} for c in claims]
+    def _requeue_sorted(self, claims: Sequence[Claim], unstarted: frozenset[Claim]) -> list[bool]:
+        params = [
+            {"claim_id": c.job_id, "claim_attempt": c.attempt, "unstarted": int(c in unstarted)}
+            for c in claims
+        ]
         with self._begin() as conn:
             held = held_attempts(conn, claims)  # the holders, before the put-back clears them
             applied = self.dialect.update_many(conn, self._requeue_stmt, params)

@@ -97,14 +97,18 @@ def retry(d: Dialect) -> sa.Update:
     )
 
 
-def put_back(fence: sa.ColumnElement[bool]) -> sa.Update:
-    """PUT_BACK: back to ``queued`` with its attempt (so the lost owner stays fenced out)."""
+def put_back(
+    fence: sa.ColumnElement[bool], unstarted: sa.ColumnElement[int] | None = None
+) -> sa.Update:
+    """PUT_BACK: back to ``queued`` with its attempt (so the lost owner stays fenced out).
+    With ``unstarted`` (1 for an attempt whose body never started, else 0) such an attempt
+    costs nothing, as POSTPONE counts it: ``max_attempts`` and ``postponed`` go up by it."""
     (target,) = PUT_BACK.targets
-    return (
-        sa.update(jobs)
-        .where(fence)
-        .values(state=target.value, worker_id=None, lease_expires_at=None)
-    )
+    values: dict[str, Any] = {"state": target.value, "worker_id": None, "lease_expires_at": None}
+    if unstarted is not None:
+        values["max_attempts"] = jobs.c.max_attempts + unstarted
+        values["postponed"] = jobs.c.postponed + unstarted
+    return sa.update(jobs).where(fence).values(values)
 
 
 def postpone(d: Dialect, claim: Claim, delay_seconds: float, error: str | None = None) -> sa.Update:

@@ -58,7 +58,8 @@ jobs = sa.Table(
     sa.Column("workflow_id", sa.String(64), nullable=True),
     sa.Column("expires_at", Timestamp, nullable=True),
     sa.Column("claimed_at", Timestamp, nullable=True),  # the current attempt's claim
-    # Claims postponed by a limit without running (each also raised max_attempts by one):
+    # Claims that ended without running, postponed by a limit or put back unstarted at a
+    # worker's stop (each also raised max_attempts by one):
     # the runs shown are attempt - postponed of max_attempts - postponed.
     sa.Column("postponed", sa.Integer, nullable=False, server_default="0"),
     # Sparse where the dialect allows: most jobs have no dedupe key (migration 0009).
