@@ -104,3 +104,27 @@ def test_log_jobs_off_keeps_only_what_went_wrong(database_url: str) -> None:
         assert job_lines[0]["log_level"] == "warning"
     finally:
         application.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_above_info_the_start_and_success_lines_are_not_built(database_url: str) -> None:
+    # capture_logs sees every call whatever the level: only the wiring can keep them away.
+    quiet = LedgerQ(database_url=database_url, poll_interval=0.05, log_level="WARNING")
+    try:
+
+        @quiet.task(name="fine")
+        def fine(ctx: JobContext) -> None: ...
+
+        @quiet.task(name="boom", max_attempts=1)
+        def boom(ctx: JobContext) -> None:
+            raise ValueError("no luck")
+
+        fine.enqueue()
+        boom.enqueue()
+        with capture_logs() as logs:
+            quiet.worker(queues=("default",), burst=True, concurrency=1).run()
+        events = [e["event"] for e in logs]
+        assert "job started" not in events and "job succeeded" not in events
+        assert "job dead" in events  # a failure's line is still written
+    finally:
+        quiet.close()

@@ -170,6 +170,10 @@ def hint_sender(settings: Settings, parts: Parts, transport: Transport) -> HintS
     return cast("RedisTransport", transport).pipelined_sender()
 
 
+def _logs_info(settings: Settings) -> bool:
+    return settings.log_level in ("DEBUG", "INFO")
+
+
 def reconcile_policy(settings: Settings) -> ReconcilePolicy:
     """The reconciler's policy from settings."""
     return ReconcilePolicy(
@@ -240,7 +244,8 @@ def build_worker(
         fleet_store=parts.fleet,
         control=control,
         workflows=parts.workflows,
-        job_hooks=(job_log_lines(every_job=settings.log_jobs), *job_hooks),
+        # The start and success lines are INFO: below that level they are not even built.
+        job_hooks=(job_log_lines(every_job=settings.log_jobs and _logs_info(settings)), *job_hooks),
         spool=build_spool(settings, parts.redis),
     )
     return Worker(deps, options)

@@ -315,3 +315,7 @@ class Fetcher:
             self._last_batch = len(jobs)
         for job in jobs:
             self._on_claimed(job, sent)
+        if jobs:
+            # Let a woken slot thread take the GIL now: the next pull's Python work would
+            # otherwise hold it (up to the switch interval) before its socket wait frees it.
+            time.sleep(0)
