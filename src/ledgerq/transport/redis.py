@@ -12,12 +12,12 @@ With a ``fallback`` transport (the ``auto`` driver), a Redis error switches the 
 fallback (polling) at once, logged once; Redis is probed with backoff and used again when it
 answers. Without one (the ``redis`` driver), errors are raised as ``TransportError``.
 
-This is the only module that imports redis; its redis-free parts live beside it, the wire
-format in ``wire.py`` and the fallback state machine in ``outage.py``; the lock manager in
-``redis_locks.py`` and the rate limiter in ``redis_limits.py`` take their client, client type
-and error tuple from here. ``connect`` turns a ``redis+sentinel://`` URL into a client of the
-master that Sentinel names, which follows a failover: a connection that fails is opened again
-to whatever master the sentinels name then.
+This module and ``redis_connect.py`` (``connect``, re-exported here, which also turns a
+``redis+sentinel://`` URL into a client of the master the sentinels name) are the only ones
+that import redis; the redis-free parts live beside them, the wire format in ``wire.py``, the
+fallback state machine in ``outage.py`` and the producer's pipelined push in
+``redis_push.py``; the lock manager in ``redis_locks.py`` and the rate limiter in
+``redis_limits.py`` take their client, client type and error tuple from here.
 """
 
 from __future__ import annotations
@@ -30,14 +30,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
-import redis.sentinel
 import structlog
 
-from ledgerq.core import errors, redis_url
+from ledgerq.core import errors
 from ledgerq.core.job import JobHint
 from ledgerq.transport import wire
 from ledgerq.transport.outage import PROBE_FIRST_SECONDS, PROBE_MAX_SECONDS, OutageTracker
 from ledgerq.transport.polling import PollingTransport
+from ledgerq.transport.redis_connect import REDIS_ERRORS as REDIS_ERRORS
+from ledgerq.transport.redis_connect import cluster_enabled as cluster_enabled
+from ledgerq.transport.redis_connect import connect as connect
 
 if TYPE_CHECKING:
     from ledgerq.transport.redis_push import PipelinedPush
@@ -48,68 +50,8 @@ log = structlog.get_logger("ledgerq.transport.redis")
 PUSH_CHUNK = 1000
 #: The longest single blocking pop; longer waits loop, so a dead server is noticed promptly.
 MAX_BLOCK_SECONDS = 1.0
-#: Connect and reply timeout of each question to a sentinel (where is the master?).
-SENTINEL_TIMEOUT_SECONDS = 1.0
-#: What a failed Redis call raises (the server gone, a refused command, a dropped socket).
-REDIS_ERRORS = (redis.RedisError, OSError)
 #: The client type, for the transport's other Redis-backed modules (they import no redis).
 RedisClient = redis.Redis
-
-
-try:  # redis-py >= 7: name the library version once, so each new connection does not read
-    # it from the package metadata (milliseconds per connection, on every worker start)
-    from redis.driver_info import DriverInfo
-
-    _DRIVER: dict[str, Any] = {"driver_info": DriverInfo(lib_version=redis.__version__)}
-except ImportError:  # older redis-py reads nothing per connection
-    _DRIVER = {}
-
-
-def connect(url: str, **options: Any) -> redis.Redis:
-    """A client for ``url`` with ledgerq's connection options: of one server, or (for a
-    ``redis+sentinel://`` URL) of the master the sentinels name, found again after each
-    failover. Opens no socket; raise ``ConfigError`` for a URL it cannot use."""
-    if redis_url.scheme_of(url) in redis_url.CLUSTER_SCHEMES:
-        raise errors.ConfigError(redis_url.CLUSTER_REFUSAL)
-    if not redis_url.is_sentinel_url(url):
-        return redis.Redis.from_url(url, **_DRIVER, **options)
-    try:
-        target = redis_url.parse_sentinel_url(url)
-    except ValueError as exc:
-        raise errors.ConfigError(str(exc)) from None
-    # The sentinels are asked with short timeouts of their own: a dead sentinel must not
-    # hold up finding the master (the others are asked next).
-    sentinel_options: dict[str, Any] = {
-        "socket_connect_timeout": SENTINEL_TIMEOUT_SECONDS,
-        "socket_timeout": SENTINEL_TIMEOUT_SECONDS,
-        "username": target.sentinel_username,
-        "password": target.sentinel_password,
-        **_DRIVER,
-    }
-    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-        list(target.sentinels), sentinel_kwargs=sentinel_options
-    )
-    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-        target.service_name,
-        db=target.db,
-        username=target.username,
-        password=target.password,
-        **_DRIVER,
-        **options,
-    )
-    return client
-
-
-def cluster_enabled(client: redis.Redis) -> bool:
-    """Whether the server runs in cluster mode (``INFO cluster``: ``cluster_enabled:1``);
-    raise ``TransportError`` if it does not answer."""
-    try:
-        info: Any = client.info("cluster")
-    except redis.ResponseError:
-        return False  # a server that hides INFO (ACL) is checked by its first pop instead
-    except REDIS_ERRORS as exc:
-        raise errors.TransportError(f"Redis does not answer: {exc}") from exc
-    return int(info.get("cluster_enabled", 0) or 0) == 1
 
 
 class RedisTransport:
