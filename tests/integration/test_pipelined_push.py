@@ -6,8 +6,11 @@ hints are counted unsent."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,8 @@ from ledgerq.transport.redis import RedisTransport
 from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS
 from tests.helpers import wait_until
 from tests.redis_server import RedisServer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def hinted(server: RedisServer, namespace: str = "pp", queue: str = "default") -> list[int]:
@@ -120,3 +125,28 @@ def test_after_close_hints_are_counted_unsent(
     sender.submit(hints(2))
     assert sender.unsent == 1
     assert hinted(redis_server) == [1]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_script_that_exits_right_after_enqueue_leaves_its_hint(
+    database_url: str, redis_server: RedisServer
+) -> None:
+    # No close(): the exit hook reads the replies before the interpreter closes the socket.
+    script = (
+        "from ledgerq import LedgerQ\n"
+        f"app = LedgerQ(database_url={database_url!r}, redis_url={redis_server.url!r},"
+        " namespace='pp')\n"
+        "@app.task(name='work')\n"
+        "def work(ctx, n): pass\n"
+        "print(work.enqueue(7).job_id)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert hinted(redis_server) == [int(done.stdout.strip())]

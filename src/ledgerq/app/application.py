@@ -20,7 +20,6 @@ from typing import (
 from pydantic import ValidationError
 
 from ledgerq.app import wiring
-from ledgerq.app.spool_wiring import build_spool
 from ledgerq.app.task import Task
 from ledgerq.app.worker_overrides import WorkerOverrides
 from ledgerq.config.settings import Settings, load_settings
@@ -36,7 +35,6 @@ from ledgerq.core.tasks import TaskRegistry, TaskSpec, module_name
 from ledgerq.core.workflow import FailurePolicy, check_policy
 from ledgerq.producer.batch_builder import Batch, BatchCall, BatchClient, TaskRef
 from ledgerq.producer.client import Client
-from ledgerq.producer.spooler import Spooler
 from ledgerq.producer.workflow_api import Workflow, WorkflowEventFeed, Workflows
 from ledgerq.runtime.context import JobContext
 from ledgerq.runtime.job_hooks import JobHooks
@@ -98,16 +96,8 @@ class LedgerQ:
     def client(self) -> Client:
         """The producer API: enqueue, get, list, cancel, retry."""
         if self._client is None:
-            spool = build_spool(self.settings, self.parts.redis)
-            transport = wiring.producer_transport(self.settings, self.parts)
-            self._client = Client(
-                self.parts.store,
-                transport,
-                self.registry,
-                self.parts.codec,
-                finished=self.parts.finished,
-                spooler=None if spool is None else Spooler(spool, self.parts.store),
-                hint_sender=wiring.hint_sender(self.settings, self.parts, transport),
+            self._client = wiring.producer_client(
+                self.settings, self.parts, self.registry, spooling=True
             )
         return self._client
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic import SecretStr
 
-from ledgerq.app.wiring import Parts, hint_sender, producer_transport, redis_lock_manager
+from ledgerq.app.wiring import Parts, producer_client, redis_lock_manager
 from ledgerq.config.settings import Settings
 from ledgerq.core import errors
 from ledgerq.core.fleet import WorkerState
@@ -198,15 +198,7 @@ def build_client(
     settings: Settings, parts: Parts, registry: TaskRegistry, events: EventSink | None
 ) -> Client:
     """A producer Client whose enqueues are counted by ``events``."""
-    transport = producer_transport(settings, parts)
-    return Client(
-        parts.store,
-        transport,
-        registry,
-        parts.codec,
-        events=events,
-        hint_sender=hint_sender(settings, parts, transport),
-    )
+    return producer_client(settings, parts, registry, events=events)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from ledgerq.core.ports import ControlChannel, HintSender, RateLimitBackend, Tra
 from ledgerq.core.retention import HistoryRetention
 from ledgerq.core.tasks import TaskRegistry
 from ledgerq.producer.announcer import Announcer
+from ledgerq.producer.client import Client
+from ledgerq.producer.spooler import Spooler
 from ledgerq.runtime.gate import LimitGate
 from ledgerq.runtime.job_hooks import JobHooks
 from ledgerq.runtime.job_log import job_log_lines
@@ -156,6 +158,32 @@ def producer_transport(settings: Settings, parts: Parts) -> Transport:
     if parts.redis is None:
         return PollingTransport()
     return redis_transport(settings, parts)
+
+
+def producer_client(
+    settings: Settings,
+    parts: Parts,
+    registry: TaskRegistry,
+    *,
+    events: EventSink | None = None,
+    spooling: bool = False,
+) -> Client:
+    """A producer Client on ``parts``: its transport and hint sender from ``settings``, its
+    enqueues counted by ``events``; with ``spooling``, enqueues the database cannot take go to
+    the spool (``SPOOL``) and ``wait`` wakes on the ledger's finish signal (the application's
+    own client)."""
+    transport = producer_transport(settings, parts)
+    spool = build_spool(settings, parts.redis) if spooling else None
+    return Client(
+        parts.store,
+        transport,
+        registry,
+        parts.codec,
+        events=events,
+        finished=parts.finished if spooling else None,
+        spooler=None if spool is None else Spooler(spool, parts.store),
+        hint_sender=hint_sender(settings, parts, transport),
+    )
 
 
 def hint_sender(settings: Settings, parts: Parts, transport: Transport) -> HintSender | None:

@@ -21,9 +21,11 @@ connection class and options and its error tuple.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,6 +73,7 @@ class PipelinedPush:
         self._waiting: deque[int] = deque()  # hints per written command, reply not read yet
         self._unsent = 0
         self._closed = False
+        self._exit_hook = False
 
     @property
     def unsent(self) -> int:
@@ -144,6 +147,11 @@ class PipelinedPush:
             # Connected here, not by the first write: a Sentinel-managed connection finds
             # the master only in its own connect().
             connection.connect()
+            if not self._exit_hook:
+                # At exit, read the replies first: a socket closed with unread data is reset,
+                # and a reset drops what it had not sent yet (a remote Redis's last hints).
+                self._exit_hook = True
+                atexit.register(_flush_at_exit, weakref.ref(self))
             self._connection = connection
         return self._connection
 
@@ -173,6 +181,12 @@ class PipelinedPush:
         # The parent's socket is not ours to read or close: a child starts afresh.
         if self._pid != os.getpid():
             self._pid, self._connection, self._waiting = os.getpid(), None, deque()
+
+
+def _flush_at_exit(ref: weakref.ref[PipelinedPush]) -> None:
+    sender = ref()
+    if sender is not None:
+        sender.flush()
 
 
 def _commands(
