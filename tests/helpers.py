@@ -1,17 +1,38 @@
-"""Small test helpers: waiting on conditions with a deadline, running a worker in a thread."""
+"""Small test helpers: waiting on conditions with a deadline, running a worker in a thread,
+running a short Python script in a process of its own."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ledgerq import LedgerQ
 from ledgerq.runtime.worker import Worker
 
 T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(script: str, timeout: float = 60) -> str:
+    """Run ``script`` with this interpreter from the repository's root; return its standard
+    output, failing the test (with its standard error) if it exits non-zero."""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def wait_until(

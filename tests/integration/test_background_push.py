@@ -5,11 +5,8 @@ latency, never the job; hints still waiting when the process exits are sent firs
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -17,10 +14,8 @@ import sqlalchemy as sa
 from ledgerq import JobContext, LedgerQ
 from ledgerq.store.engine import create_engine
 from ledgerq.store.tables import jobs
-from tests.helpers import running_worker, wait_until
+from tests.helpers import run_script, running_worker, wait_until
 from tests.redis_server import RedisServer
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["pipelined", "background"])
@@ -122,16 +117,8 @@ def test_hints_waiting_at_exit_are_sent_first(database_url: str, redis_server: R
         "transport.push = slow_push\n"
         "print(work.enqueue(7).job_id)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert hinted(redis_server) == [int(done.stdout.strip())]
+    job_id = int(run_script(script).strip())  # the script has exited
+    assert hinted(redis_server) == [job_id]
 
 
 def test_inline_push_is_sent_before_enqueue_returns(

@@ -6,11 +6,8 @@ hints are counted unsent."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,10 +15,8 @@ from ledgerq import LedgerQ
 from ledgerq.core.job import JobHint
 from ledgerq.transport.redis import RedisTransport
 from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS
-from tests.helpers import wait_until
+from tests.helpers import run_script, wait_until
 from tests.redis_server import RedisServer
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def hinted(server: RedisServer, namespace: str = "pp", queue: str = "default") -> list[int]:
@@ -140,13 +135,5 @@ def test_a_script_that_exits_right_after_enqueue_leaves_its_hint(
         "def work(ctx, n): pass\n"
         "print(work.enqueue(7).job_id)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert hinted(redis_server) == [int(done.stdout.strip())]
+    job_id = int(run_script(script).strip())  # the script has exited
+    assert hinted(redis_server) == [job_id]
