@@ -64,3 +64,20 @@ def running_worker(app: LedgerQ, **options: Any) -> Iterator[Worker]:
         worker.request_stop(immediate=True)
         thread.join(30)
         assert not thread.is_alive(), "worker did not stop"
+
+
+def enqueue_in_a_script(
+    database_url: str, redis_url: str, *, namespace: str, redis_push: str, before: str = ""
+) -> int:
+    """Enqueue one job from a Python process of its own that exits right after (no
+    ``close()``); ``before``: lines run first, with ``app`` defined. Returns the job's id."""
+    script = (
+        "from ledgerq import LedgerQ\n"
+        f"app = LedgerQ(database_url={database_url!r}, redis_url={redis_url!r},"
+        f" namespace={namespace!r}, redis_push={redis_push!r})\n"
+        "@app.task(name='work')\n"
+        "def work(ctx, n): pass\n"
+        f"{before}"
+        "print(work.enqueue(7).job_id)\n"
+    )
+    return int(run_script(script).strip())

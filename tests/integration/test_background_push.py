@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from ledgerq import JobContext, LedgerQ
 from ledgerq.store.engine import create_engine
 from ledgerq.store.tables import jobs
-from tests.helpers import run_script, running_worker, wait_until
+from tests.helpers import enqueue_in_a_script, running_worker, wait_until
 from tests.redis_server import RedisServer
 
 
@@ -102,22 +102,18 @@ def test_hints_lost_on_the_way_cost_no_job(
 def test_hints_waiting_at_exit_are_sent_first(database_url: str, redis_server: RedisServer) -> None:
     # The push is slowed, so the script ends while its hint is still waiting; without the
     # flush at exit the daemon thread would die with it and the hint be lost.
-    script = (
+    slow_push = (
         "import time\n"
-        "from ledgerq import LedgerQ\n"
-        f"app = LedgerQ(database_url={database_url!r}, redis_url={redis_server.url!r},"
-        " namespace='bp', redis_push='background')\n"
-        "@app.task(name='work')\n"
-        "def work(ctx, n): pass\n"
         "transport = app.client._transport\n"
         "push = transport.push\n"
         "def slow_push(hints):\n"
         "    time.sleep(0.5)\n"
         "    push(hints)\n"
         "transport.push = slow_push\n"
-        "print(work.enqueue(7).job_id)\n"
     )
-    job_id = int(run_script(script).strip())  # the script has exited
+    job_id = enqueue_in_a_script(
+        database_url, redis_server.url, namespace="bp", redis_push="background", before=slow_push
+    )
     assert hinted(redis_server) == [job_id]
 
 

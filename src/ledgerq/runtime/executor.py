@@ -205,13 +205,6 @@ class Executor:
                 self._release_slot(limited=_limited(run))
                 continue
             run.thread_id = threading.get_ident()
-            run.started = time.monotonic()
-            if not run.ctx.begin(run.started):
-                # Put back unstarted at a stop while its admission was checked: never run it.
-                if self._on_skipped is not None:
-                    self._on_skipped(run.ctx)
-                self._release_slot(limited=_limited(run))
-                continue
             timeout = self._timeout_of(run)
             if timeout is not None and not (run.spec and run.spec.is_async):
                 run.unwound = threading.Event()
@@ -220,12 +213,7 @@ class Executor:
                     self._timer.notify_all()
             job = run.ctx.job
             # Every log line of the job's handler carries the job's fields.
-            fields = {
-                "job_id": job.id,
-                "queue": job.queue,
-                "task": job.task,
-                "attempt": job.runs,
-            }
+            fields = {"job_id": job.id, "queue": job.queue, "task": job.task, "attempt": job.runs}
             token = JOB_LOG_CONTEXT.set(fields)
             try:
                 completion = self._execute(run, timeout)
@@ -241,18 +229,26 @@ class Executor:
                 return  # this thread was written off and replaced while it hung
 
     def _may_start(self, run: _Run) -> bool:
-        """Whether a job taken from the inbox may run now (else its slot is released)."""
+        """Whether a job taken from the inbox may run now, marking its start if so (else its
+        slot is released)."""
         if self._draining:
             return False  # not started; the worker puts it back
         if not run.ctx.owns_job or (
             self._may_start_job is not None and not self._may_start_job(run.ctx)
         ):
-            # Taken away before it started (failed over while prefetched): never run it.
-            if self._on_skipped is not None:
-                self._on_skipped(run.ctx)
-            return False
-        # Held back by a limit: the worker postponed it.
-        return self._admit is None or self._admit(run.ctx, run.spec)
+            return self._skip(run)  # failed over while prefetched: never run it
+        if self._admit is not None and not self._admit(run.ctx, run.spec):
+            return False  # held back by a limit: the worker postponed it
+        run.started = time.monotonic()
+        if not run.ctx.begin(run.started):
+            return self._skip(run)  # put back unstarted while its admission was checked
+        return True
+
+    def _skip(self, run: _Run) -> bool:
+        """A job taken away before it started: tell the worker (it never runs); False."""
+        if self._on_skipped is not None:
+            self._on_skipped(run.ctx)
+        return False
 
     def _timeout_of(self, run: _Run) -> float | None:
         job_timeout = run.ctx.job.timeout_seconds

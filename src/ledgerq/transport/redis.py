@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("ledgerq.transport.redis")
 
-#: Ids are pushed in pipelines of at most this many per queue command.
-PUSH_CHUNK = 1000
 #: The longest single blocking pop; longer waits loop, so a dead server is noticed promptly.
 MAX_BLOCK_SECONDS = 1.0
 #: The client type, for the transport's other Redis-backed modules (they import no redis).
@@ -125,16 +123,10 @@ class RedisTransport:
             return
         if self._outage.skipping():
             raise errors.TransportError("Redis is unavailable; the reconciler will send these")
-        by_key: dict[str, dict[bytes, int]] = {}
-        for hint in hints:
-            member = wire.encode_member(hint.job_id)
-            by_key.setdefault(self.key(hint.queue), {})[member] = hint.priority
         try:
             pipe = self._client.pipeline(transaction=False)
-            for key, members in by_key.items():
-                items = list(members.items())
-                for start in range(0, len(items), PUSH_CHUNK):
-                    pipe.zadd(key, dict(items[start : start + PUSH_CHUNK]))
+            for args, _ in wire.zadd_commands(hints, self.key):
+                pipe.execute_command(*args)  # type: ignore[no-untyped-call]
             pipe.execute()
         except REDIS_ERRORS as exc:
             self._outage.failed(exc)

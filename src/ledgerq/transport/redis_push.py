@@ -39,8 +39,6 @@ MAX_OUTSTANDING = 256
 #: Connect and read timeout of the push connection: a Redis that does not answer within it
 #: is treated as down (pushes skipped until the outage probe), never waited on longer.
 PUSH_TIMEOUT_SECONDS = 1.0
-#: Members per ``ZADD`` command, as the transport's pipelined push.
-PUSH_CHUNK = 1000
 
 
 class PipelinedPush:
@@ -92,7 +90,7 @@ class PipelinedPush:
         ``max_outstanding`` replies are unread."""
         if not hints:
             return
-        commands = _commands(hints, self._key)
+        commands = wire.zadd_commands(hints, self._key)
         with self._lock:
             self._forget_after_fork()
             if self._closed or self._outage.skipping():
@@ -104,16 +102,14 @@ class PipelinedPush:
                 # Replies that came meanwhile are read now, at the cost of one poll: hints
                 # are confirmed while Redis is healthy, and a closed connection is noticed
                 # here, before more is written into it.
-                while self._waiting and connection.can_read(timeout=0):
-                    connection.read_response()
-                    self._waiting.popleft()
+                self._read(len(self._waiting), deadline=time.monotonic())
                 connection.send_packed_command(
                     connection.pack_commands([c for c, _ in commands]), check_health=False
                 )
                 self._waiting.extend(n for _, n in commands)
                 written = True
                 if len(self._waiting) > self._max_outstanding:
-                    self._read(len(self._waiting) - self._max_outstanding // 2, None)
+                    self._read(len(self._waiting) - self._max_outstanding // 2, deadline=None)
             except self._errors as exc:
                 self._fail(exc, 0 if written else len(hints))
 
@@ -124,7 +120,8 @@ class PipelinedPush:
         with self._lock:
             self._forget_after_fork()
             try:
-                self._read(len(self._waiting), deadline)
+                if self._waiting:
+                    self._read(len(self._waiting), deadline)
             except self._errors as exc:
                 self._fail(exc, 0)
             return not self._waiting
@@ -137,7 +134,7 @@ class PipelinedPush:
             self._closed = True
             self._unsent += sum(self._waiting)
             self._waiting.clear()
-            if self._connection is not None and self._pid == os.getpid():
+            if self._connection is not None:  # flush forgot a parent's connection already
                 self._connection.disconnect()
             self._connection = None
 
@@ -156,16 +153,19 @@ class PipelinedPush:
         return self._connection
 
     def _read(self, count: int, deadline: float | None) -> None:
-        """Read ``count`` replies; with a ``deadline``, stop early (leaving them waiting)
-        when no reply is ready by then."""
-        for _ in range(count):
+        """Read up to ``count`` replies; with a ``deadline``, stop (leaving the rest waiting)
+        at the first reply not ready by then (a deadline already past: only those ready)."""
+        read = 0
+        while read < count:
             if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._connection.can_read(timeout=left):
-                    return
+                left = max(deadline - time.monotonic(), 0.0)
+                if not self._connection.can_read(timeout=left):
+                    break
             self._connection.read_response()
             self._waiting.popleft()
-        self._answered()
+            read += 1
+        if read:
+            self._answered()
 
     def _fail(self, exc: BaseException, not_written: int) -> None:
         """A write or reply failed: the hints not confirmed are counted unsent, the connection
@@ -187,22 +187,3 @@ def _flush_at_exit(ref: weakref.ref[PipelinedPush]) -> None:
     sender = ref()
     if sender is not None:
         sender.flush()
-
-
-def _commands(
-    hints: Sequence[JobHint], key: Callable[[str], str]
-) -> list[tuple[tuple[Any, ...], int]]:
-    """One ``ZADD key score member ...`` per queue (chunked), with its hint count."""
-    by_key: dict[str, dict[bytes, int]] = {}
-    for hint in hints:
-        by_key.setdefault(key(hint.queue), {})[wire.encode_member(hint.job_id)] = hint.priority
-    commands: list[tuple[tuple[Any, ...], int]] = []
-    for name, members in by_key.items():
-        items = list(members.items())
-        for start in range(0, len(items), PUSH_CHUNK):
-            chunk = items[start : start + PUSH_CHUNK]
-            args: list[Any] = ["ZADD", name]
-            for member, score in chunk:
-                args += (score, member)
-            commands.append((tuple(args), len(chunk)))
-    return commands

@@ -1,17 +1,23 @@
 """The redis driver's wire format, kept free of the redis client: job ids as zero-padded set
-members (parsed strictly, so a foreign member is never taken for a job), and the JSON of stop
-requests and workflow signals (malformed messages are dropped, never raised)."""
+members (parsed strictly, so a foreign member is never taken for a job), the ``ZADD`` commands
+that push them, and the JSON of stop requests and workflow signals (malformed messages are
+dropped, never raised)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+if TYPE_CHECKING:
+    from ledgerq.core.job import JobHint
+
 log = structlog.get_logger("ledgerq.transport.redis")
 
+#: Members per ``ZADD`` command of a push.
+PUSH_CHUNK = 1000
 #: Digits of a member: every positive 64-bit id fits, so members sort in id order.
 ID_WIDTH = 20
 MAX_ID = 2**63 - 1
@@ -29,6 +35,26 @@ def parse_member(member: Any) -> int | None:
         return None
     value = int(raw)
     return value if 0 < value <= MAX_ID else None
+
+
+def zadd_commands(
+    hints: Sequence[JobHint], key: Callable[[str], str]
+) -> list[tuple[tuple[Any, ...], int]]:
+    """The commands that push ``hints``: one ``ZADD key score member ...`` per queue (chunked
+    by ``PUSH_CHUNK``, an id pushed twice in one call sent once), each with its member count."""
+    by_key: dict[str, dict[bytes, int]] = {}
+    for hint in hints:
+        by_key.setdefault(key(hint.queue), {})[encode_member(hint.job_id)] = hint.priority
+    commands: list[tuple[tuple[Any, ...], int]] = []
+    for name, members in by_key.items():
+        items = list(members.items())
+        for start in range(0, len(items), PUSH_CHUNK):
+            chunk = items[start : start + PUSH_CHUNK]
+            args: list[Any] = ["ZADD", name]
+            for member, score in chunk:
+                args += (score, member)
+            commands.append((tuple(args), len(chunk)))
+    return commands
 
 
 def decode_text(value: Any) -> str:
