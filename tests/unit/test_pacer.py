@@ -43,3 +43,28 @@ def test_rate_counts_from_the_start_of_the_backlog(monkeypatch: pytest.MonkeyPat
     clock[0] = 114.0
     assert pacer.sample(900, backlog_since=110.0) == 100.0  # a count, not a sliding rate
     assert pacer.sample(900) == 400 / 14  # no backlog: over the window
+
+
+def test_brake_follows_the_count_between_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that surges after its heartbeat is braked at its next claim, not a heartbeat
+    later: the claim-time delay uses the running total at that moment."""
+    clock = [100.0]
+    monkeypatch.setattr(pacer_module.time, "monotonic", lambda: clock[0])
+    pacer = Pacer(window_seconds=60)
+    pacer.sample(0)
+    clock[0] = 110.0
+    pacer.sample(1000, backlog_since=100.0)  # 100 jobs/s, like its peers
+    assert pacer.adjust(100.0) == 0.0 and pacer.delay_now(1000) == 0.0
+    clock[0] = 110.3
+    surged = pacer.delay_now(1300)  # 300 more jobs since the heartbeat: 1300 / 10.3 s
+    assert surged > 0
+    assert pacer.delay_now(1500) > surged  # the brake grows with the lead
+    clock[0] = 113.0
+    assert pacer.delay_now(1300) == 0.0  # back to 100/s: the brake ends with the lead
+
+
+def test_no_peers_no_claim_time_brake() -> None:
+    pacer = Pacer(window_seconds=10)
+    pacer.sample(0)
+    pacer.adjust(None)
+    assert pacer.delay_now(10_000) == 0.0

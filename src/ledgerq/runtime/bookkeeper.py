@@ -27,6 +27,9 @@ class WorkerStats:
     put back at shutdown, and transport hints dropped because their claim failed."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
+    #: The sum of ``outcomes``, readable from any thread (summing the Counter while a new
+    #: state is added would fail).
+    written: int = 0
     refused: int = 0
     requeued: int = 0
     dropped_hints: int = 0
@@ -109,6 +112,7 @@ class Bookkeeper:
                 ended.append(ctx)
                 if applied:
                     self.stats.outcomes[completion.state.value] += 1
+                    self.stats.written += 1
                 else:
                     self.stats.refused += 1
         hooks = self._after_written

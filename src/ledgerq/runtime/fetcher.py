@@ -93,9 +93,9 @@ class Fetcher:
         self.dropped_hints = 0
         """Ids from the transport whose claim failed (already taken, finished, unknown)."""
         self._last_fetch = time.monotonic()
-        #: Seconds to wait per slot's worth of jobs claimed, before each claim while there is a
-        #: backlog (fair sharing).
-        self.pace_seconds = 0.0
+        #: Seconds to wait per slot's worth of jobs claimed, asked before each claim while there
+        #: is a backlog (fair sharing; None: never wait).
+        self.pace: Callable[[], float] | None = None
         #: Monotonic time of the first full claim since the last claim that found nothing: when
         #: the current backlog began (None: no backlog). Fair sharing counts from there.
         self.backlog_since: float | None = None
@@ -119,11 +119,11 @@ class Fetcher:
         while not self._stop.is_set() and not self._budget_spent():
             if self._executor.wait_for_free_slot(0.25) == 0 or self._holding_back():
                 continue
-            if backlog and self.pace_seconds > 0:
+            if backlog and self.pace is not None and (pause := self.pace()) > 0:
                 # Ahead of the peers: let them catch up. The pause grows with the last batch,
                 # so the throttle per job holds when the prefetch (and so the batch) grows.
                 scale = max(self._last_batch, 1) / self._policy.concurrency
-                self._stop.wait(self.pace_seconds * scale)
+                self._stop.wait(pause * scale)
             if backlog:
                 # More jobs are waiting: give the slots a moment to free up so one round trip
                 # claims a batch instead of one job.

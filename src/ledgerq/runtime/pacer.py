@@ -19,7 +19,7 @@ import time
 TOLERANCE = 0.02
 #: Longest wait before one claim, in seconds.
 MAX_DELAY_SECONDS = 0.25
-_MIN_DELAY_SECONDS = 0.002
+_MIN_DELAY_SECONDS = 0.006
 
 
 class Pacer:
@@ -30,6 +30,9 @@ class Pacer:
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self.delay_seconds = 0.0
         self.rate = 0.0
+        #: (monotonic time, count) the last sample measured its rate from.
+        self._base = (0.0, 0)
+        self._peers_rate: float | None = None
 
     def sample(self, processed: int, backlog_since: float | None = None) -> float:
         """Record the running total of finished jobs; return the rate since the backlog began
@@ -45,20 +48,36 @@ class Pacer:
             # (or between backlogs) since then, so it is the count when the backlog began.
             first = next(n for at, n in reversed(self._samples) if at <= backlog_since)
             first_at = backlog_since
+        self._base = (first_at, first)
         self.rate = (processed - first) / (now - first_at) if now > first_at else 0.0
         return self.rate
 
     def adjust(self, peers_rate: float | None) -> float:
         """Steer the delay from the peers' mean rate (None: alone); return the new delay.
 
-        The delay is proportional to the lead (2 ms per 2 % ahead, at most
+        The delay is proportional to the lead (6 ms per 2 % ahead, at most
         ``MAX_DELAY_SECONDS``) and drops to zero as soon as the lead is within the tolerance.
         A lead the brake does not win back grows in jobs, so the brake grows with it; a brake
         that outlived the lead (a delay grown per heartbeat and halved per heartbeat after)
         let the slower workers overshoot at the end of a drain."""
-        if peers_rate is None or peers_rate <= 0 or self.rate <= peers_rate * (1 + TOLERANCE):
-            self.delay_seconds = 0.0
-        else:
-            lead = self.rate / peers_rate - 1
-            self.delay_seconds = min(_MIN_DELAY_SECONDS * lead / TOLERANCE, MAX_DELAY_SECONDS)
+        self._peers_rate = peers_rate
+        self.delay_seconds = self._delay(self.rate)
         return self.delay_seconds
+
+    def delay_now(self, processed: int) -> float:
+        """The delay for a claim now: this worker's rate from its running total at this
+        moment against the peers' mean of the last heartbeat. Between heartbeats a worker
+        that surges (a no-op drain can run 2,000 jobs a second) would otherwise keep the
+        brake of its last heartbeat, and gain hundreds of jobs before the next one."""
+        if not self._peers_rate:
+            return 0.0
+        base_at, base = self._base
+        now = time.monotonic()
+        return self._delay((processed - base) / (now - base_at) if now > base_at else 0.0)
+
+    def _delay(self, rate: float) -> float:
+        peers_rate = self._peers_rate
+        if peers_rate is None or peers_rate <= 0 or rate <= peers_rate * (1 + TOLERANCE):
+            return 0.0
+        lead = rate / peers_rate - 1
+        return min(_MIN_DELAY_SECONDS * lead / TOLERANCE, MAX_DELAY_SECONDS)

@@ -337,7 +337,7 @@ class Worker:
     def pulse(self) -> fleet.Pulse:
         """What the heartbeat reports: jobs in flight and done, age of the last fetch."""
         in_flight = self._book.count_held()
-        done = sum(self.stats.outcomes.values())
+        done = self.stats.written
         rate = self._pacer.sample(done, self._fetcher.backlog_since)
         return fleet.Pulse(in_flight, done, self._fetcher.last_fetch_age(), rate)
 
@@ -361,7 +361,11 @@ class Worker:
         """Fair sharing: slow the claims down while ahead of the peers' mean rate per slot
         (times this worker's own slots: shares are proportional to concurrency)."""
         expected = None if peers_per_slot is None else peers_per_slot * self.options.concurrency
-        self._fetcher.pace_seconds = self._pacer.adjust(expected)
+        self._pacer.adjust(expected)
+        self._fetcher.pace = None if expected is None else self._pace_now
+
+    def _pace_now(self) -> float:
+        return self._pacer.delay_now(self.stats.written)
 
     def abandon_lost_jobs(self) -> int:
         """Heartbeat every held job now; give up (stop and forget) those the ledger refused,
