@@ -56,11 +56,11 @@ def test_brake_follows_the_count_between_heartbeats(monkeypatch: pytest.MonkeyPa
     pacer.sample(1000, backlog_since=100.0)  # 100 jobs/s, like its peers
     assert pacer.adjust(100.0) == 0.0 and pacer.delay_now(1000) == 0.0
     clock[0] = 110.3
-    surged = pacer.delay_now(1300)  # 300 more jobs since the heartbeat: 1300 / 10.3 s
-    assert surged > 0
-    assert pacer.delay_now(1500) > surged  # the brake grows with the lead
-    clock[0] = 113.0
-    assert pacer.delay_now(1300) == 0.0  # back to 100/s: the brake ends with the lead
+    surged = pacer.delay_now(1080)  # 80 more jobs since the heartbeat: 1080 / 10.3 s, 5 % ahead
+    assert 0 < surged < MAX_DELAY_SECONDS
+    assert surged < pacer.delay_now(1120) < MAX_DELAY_SECONDS  # the brake grows with the lead
+    clock[0] = 111.0
+    assert pacer.delay_now(1110) == 0.0  # back to 100/s: the brake ends with the lead
 
 
 def test_no_peers_no_claim_time_brake() -> None:
