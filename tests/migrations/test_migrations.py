@@ -186,3 +186,43 @@ def test_a_migration_runs_without_the_idle_transaction_guard(database_url: str) 
             assert str(conn.exec_driver_sql(show).scalar()) in ("5s", "5")
     finally:
         engine.dispose()
+
+
+def test_mariadb_tables_compare_text_exactly_and_the_upgrade_keeps_every_row(
+    empty_database_url: str,
+) -> None:
+    """On MariaDB every ledger table and text column is ``utf8mb4_bin`` after migrating (0021):
+    a revision that adds a table without the collation fails here. A ledger filled before
+    0021 keeps its rows, and afterwards takes a dedupe key differing only in case."""
+    engine = create_engine(empty_database_url)
+    try:
+        if engine.dialect.name not in ("mysql", "mariadb"):
+            pytest.skip("PostgreSQL and SQLite compare text exactly by default")
+        migrate(engine, "0020_sqlite_job_ids")
+        store = SqlJobStore(engine)
+        kept = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="K")])
+        migrate(engine)
+        with engine.connect() as conn:
+            schema = conn.exec_driver_sql("SELECT DATABASE()").scalar()
+            tables = dict(
+                conn.exec_driver_sql(
+                    "SELECT table_name, table_collation FROM information_schema.tables"
+                    " WHERE table_schema = %s AND table_name <> 'ledgerq_alembic_version'",
+                    (schema,),
+                ).all()
+            )
+            columns = conn.exec_driver_sql(
+                "SELECT table_name, column_name, collation_name FROM information_schema.columns"
+                " WHERE table_schema = %s AND collation_name IS NOT NULL"
+                " AND table_name <> 'ledgerq_alembic_version'",
+                (schema,),
+            ).all()
+        assert set(tables) == set(metadata.tables)
+        assert set(tables.values()) == {"utf8mb4_bin"}
+        assert columns and {collation for _, _, collation in columns} == {"utf8mb4_bin"}
+        other = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="k")])
+        again = store.insert_jobs([NewJob(task="t", queue="q", args_json="[]", dedupe_key="K")])
+        assert not other[0].duplicate and other[0].job_id != kept[0].job_id
+        assert again[0].duplicate and again[0].job_id == kept[0].job_id
+    finally:
+        engine.dispose()
