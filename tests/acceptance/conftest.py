@@ -50,11 +50,12 @@ class Ledger:
             return list(conn.execute(stmt))
 
     def jobs(self) -> dict[int, sa.Row[Any]]:
-        """Every job by id: state, attempt, worker_id, finished_at, error."""
+        """Every job by id: state, attempt, postponed, worker_id, finished_at, error."""
         cols = (
             jobs.c.id,
             jobs.c.state,
             jobs.c.attempt,
+            jobs.c.postponed,
             jobs.c.worker_id,
             jobs.c.finished_at,
             jobs.c.error,
