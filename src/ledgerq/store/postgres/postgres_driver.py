@@ -120,7 +120,14 @@ class PostgresDriver(Dialect):
             url = url.update_query_dict({"application_name": asked.application_name})
         # A URL's own values win (connect_args would override the URL's query).
         defaults = {k: v for k, v in PG_DEAD_PEER_DEFAULTS.items() if k not in url.query}
-        return url, {"connect_args": {"prepare_threshold": 0, **defaults}}
+        return url, {
+            # DB_POOL_SIZE kept, as many again in overflow, as on the other databases
+            # (docs/scaling.md counts on it; SQLAlchemy's own default was 5 + 10 whatever
+            # was asked).
+            "pool_size": asked.pool_size,
+            "max_overflow": asked.pool_size,
+            "connect_args": {"prepare_threshold": 0, **defaults},
+        }
 
     @classmethod
     def configure_engine(cls, engine: sa.Engine) -> None:
