@@ -130,6 +130,8 @@ idempotency_keys = sa.Table(
     sa.Column("job_id", JobId, nullable=False),
     sa.Column("request_hash", sa.String(64), nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
+    # The retention deletes the keys of the jobs it deletes (migration 0022).
+    sa.Index("ix_idempotency_keys_job_id", "job_id"),
 )
 
 # The jobs a producer waits on: a completion on PostgreSQL notifies ``ledgerq_finished`` for
