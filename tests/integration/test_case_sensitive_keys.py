@@ -6,21 +6,10 @@ answered for another's job. The ledger's tables compare bytes (migration 0021)."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from ledgerq import JobContext, LedgerQ
 from ledgerq.core.operations import IdempotentRequest
 from ledgerq.store.queues import SqlQueueControls
 from tests.conftest import engine_for
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url)
-    yield application
-    application.close()
 
 
 def test_dedupe_keys_differing_in_case_are_two_jobs(app: LedgerQ) -> None:

@@ -4,19 +4,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from ledgerq import LedgerQ
 from ledgerq.core import errors
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url)
-    yield application
-    application.close()
 
 
 def test_nested_lock_in_one_thread_is_refused_clearly(app: LedgerQ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import sqlalchemy as sa
 
 from ledgerq.store.drivers import driver_type
@@ -34,7 +35,7 @@ def test_the_claims_pool_is_the_documented_four(database_url: str) -> None:
             else driver_type(engine.dialect.name).relaxed_pool(database_url)
         )
         if relaxed is None:
-            return  # the store's engine serves claims on this database
+            pytest.skip("no pool of its own for claims: the store's engine serves them here")
         assert isinstance(relaxed.pool, sa.QueuePool)
         assert (relaxed.pool.size(), relaxed.pool._max_overflow) == (2, 2)
         relaxed.dispose()

@@ -4,21 +4,11 @@ ran spends its attempt, the prefetched ones that never started spend none."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from ledgerq import JobContext, JobState, LedgerQ
 from tests.helpers import running_worker, wait_until
 
 S = JobState
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url)
-    yield application
-    application.close()
 
 
 def test_a_graceful_stop_charges_no_attempt_to_the_prefetched_jobs(app: LedgerQ) -> None:

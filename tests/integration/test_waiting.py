@@ -6,7 +6,7 @@ final workflow, and a workflow's event feed ends at its final event. Deadlines o
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -20,13 +20,6 @@ from ledgerq.store.tables import job_waiters
 from tests.helpers import running_worker, wait_until
 
 FAST = {"poll_interval_seconds": 0.05, "concurrency": 2, "reconcile": False}
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url)
-    yield application
-    application.close()
 
 
 def test_wait_returns_the_decoded_value_of_a_succeeded_job(app: LedgerQ) -> None:

@@ -7,9 +7,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from ledgerq import JobContext, JobState, LedgerQ
 from ledgerq.core.job import Claim, as_utc
@@ -17,13 +14,6 @@ from tests.helpers import running_worker, wait_until
 
 S = JobState
 FAST = {"poll_interval_seconds": 0.05, "concurrency": 4}
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url)
-    yield application
-    application.close()
 
 
 def state_of(app: LedgerQ, job_id: int) -> JobState:

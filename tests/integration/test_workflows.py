@@ -4,7 +4,6 @@ fan-in waits for every branch, failure policies, cancel cascade, retry, and the 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,6 @@ from tests.helpers import running_worker, wait_until
 FAST = {"poll_interval_seconds": 0.05, "concurrency": 4, "reconcile": False}
 W = wf.WorkflowState
 S = wf.StepState
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[LedgerQ]:
-    application = LedgerQ(database_url=database_url)
-    yield application
-    application.close()
 
 
 def finished(app: LedgerQ, workflow_id: str) -> wf.WorkflowView | None:

@@ -28,7 +28,6 @@ class Pacer:
     def __init__(self, *, window_seconds: float) -> None:
         self._window = window_seconds
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
-        self.delay_seconds = 0.0
         self.rate = 0.0
         #: (monotonic time, count) the last sample measured its rate from.
         self._base = (0.0, 0)
@@ -63,8 +62,7 @@ class Pacer:
         that outlived the lead (a delay grown per heartbeat and halved per heartbeat after)
         let the slower workers overshoot at the end of a drain."""
         self._peers_rate = peers_rate
-        self.delay_seconds = self._delay(self.rate)
-        return self.delay_seconds
+        return self._delay(self.rate)
 
     def delay_now(self, processed: int) -> float:
         """The delay for a claim now: this worker's rate from its running total at this
