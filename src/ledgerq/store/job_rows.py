@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ledgerq.core.bulk import JobBatch
 from ledgerq.core.job import NewJob, as_utc
 
 if TYPE_CHECKING:  # dialects imports the PostgreSQL statements, which use the columns below
@@ -41,6 +42,9 @@ def job_row(d: Dialect, job: NewJob, workflow_id: str | None = None) -> dict[str
 def bulk_rows(d: Dialect, new_jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
     """Rows of a bulk insert: each job's row with its ``delay_s``, from which the statement
     sets ``run_at``."""
+    if isinstance(new_jobs, JobBatch):  # one row built, copied with each job's arguments
+        shared = {**job_row(d, new_jobs.template), "delay_s": new_jobs.template.delay_seconds}
+        return [{**shared, "args": args} for args in new_jobs.args_json]
     return [{**job_row(d, job), "delay_s": job.delay_seconds} for job in new_jobs]
 
 

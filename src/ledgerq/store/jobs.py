@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledgerq.core import errors
+from ledgerq.core.bulk import JobBatch
 from ledgerq.core.job import Claim, EnqueueResult, NewJob
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
@@ -102,21 +103,24 @@ class SqlJobStore(SqlJobClaims, SqlJobStaging, SqlJobOperations):
         return results
 
     def _insert(self, new_jobs: Sequence[NewJob], connection: object | None) -> list[EnqueueResult]:
-        if any(j.idempotency_key is not None and j.dedupe_key is None for j in new_jobs):
+        # A batch's jobs share everything but their arguments: its template answers for all.
+        alike = [new_jobs.template] if isinstance(new_jobs, JobBatch) else new_jobs
+        if any(j.idempotency_key is not None and j.dedupe_key is None for j in alike):
             with self._in(connection) as conn:
                 return self._insert_in_runs(conn, new_jobs)
-        results: dict[int, EnqueueResult] = {}
-        plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
         alone = (
             connection is None
-            and len(plain) == len(new_jobs)
             and self.dialect.inserts_alone
-            and all(j.run_at is None and j.expires_at is None for j in new_jobs)
+            and all(
+                j.dedupe_key is None and j.run_at is None and j.expires_at is None for j in alike
+            )
         )
         if alone:
             ids = self.dialect.insert_alone(self, bulk_rows(self.dialect, new_jobs))
             if ids is not None:
                 return [EnqueueResult(job_id) for job_id in ids]
+        results: dict[int, EnqueueResult] = {}
+        plain = [(i, j) for i, j in enumerate(new_jobs) if j.dedupe_key is None]
         with self._in(connection) as conn:
             if plain:
                 ids = self._insert_bulk(conn, [j for _, j in plain])

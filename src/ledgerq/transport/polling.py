@@ -16,6 +16,9 @@ from ledgerq.core.ports import Waker
 class PollingTransport:
     """The Transport of the ``dbpoll`` driver."""
 
+    #: Its ``push`` does nothing (the rows themselves are the queue): producers build no hints.
+    carries_hints = False
+
     def __init__(self, waker: Waker | None = None) -> None:
         self._waker = waker
         self._interrupted = threading.Event()

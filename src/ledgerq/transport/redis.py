@@ -59,6 +59,9 @@ class RedisTransport:
     and ``close`` leaves the client open; without, the transport connects to ``url`` itself
     and closes that client with it."""
 
+    #: Producers push the ids of committed queued jobs.
+    carries_hints = True
+
     def __init__(
         self,
         url: str,

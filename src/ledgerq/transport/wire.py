@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ledgerq.core.bulk import HintBatch
+
 if TYPE_CHECKING:
     from ledgerq.core.job import JobHint
 
@@ -43,17 +45,18 @@ def zadd_commands(
     """The commands that push ``hints``: one ``ZADD key score member ...`` per queue (chunked
     by ``PUSH_CHUNK``, an id pushed twice in one call sent once), each with its member count."""
     by_key: dict[str, dict[bytes, int]] = {}
-    for hint in hints:
-        by_key.setdefault(key(hint.queue), {})[encode_member(hint.job_id)] = hint.priority
+    if isinstance(hints, HintBatch):  # one queue and priority: no hint object per id
+        by_key[key(hints.queue)] = dict.fromkeys(map(encode_member, hints.ids), hints.priority)
+    else:
+        for hint in hints:
+            by_key.setdefault(key(hint.queue), {})[encode_member(hint.job_id)] = hint.priority
     commands: list[tuple[tuple[Any, ...], int]] = []
     for name, members in by_key.items():
         items = list(members.items())
         for start in range(0, len(items), PUSH_CHUNK):
             chunk = items[start : start + PUSH_CHUNK]
-            args: list[Any] = ["ZADD", name]
-            for member, score in chunk:
-                args += (score, member)
-            commands.append((tuple(args), len(chunk)))
+            pairs = (value for member, score in chunk for value in (score, member))
+            commands.append((("ZADD", name, *pairs), len(chunk)))
     return commands
 
 
