@@ -215,6 +215,8 @@ class PostgresDriver(Dialect):
         if len(rows) >= copy_insert.COPY_MIN_ROWS:
             return copy_insert.insert_by_copy(self.fast, rows)
         # Insert and NOTIFY in one autocommit statement, one round trip.
+        if len(rows) == 1:
+            return [int(self.fast.rows(pg.INSERT_ONE_NOTIFY, rows[0])[0][0])]
         found = self.fast.rows(pg.INSERT_NOTIFY, pg.insert_values(rows))
         return sorted(int(row[0]) for row in found)
 
