@@ -1,6 +1,7 @@
 """PostgreSQL's hot-path statements run on psycopg directly (store/postgres/fast.py): they share the
-pool with SQLAlchemy, hand connections back in transaction mode, and survive a connection the
-server killed."""
+pool with SQLAlchemy, which always gets its connections in transaction mode (a fast statement
+leaves its connection in autocommit for the next one), and survive a connection the server
+killed."""
 
 from __future__ import annotations
 
