@@ -55,6 +55,22 @@ def test_connections_go_back_to_the_pool_in_transaction_mode(store: SqlJobStore)
     assert sum(store.count_jobs().values()) == 1, "a rolled-back insert must leave no row"
 
 
+def test_a_transaction_left_open_is_rolled_back_when_its_connection_returns(
+    store: SqlJobStore,
+) -> None:
+    # The engines roll back only connections handed back inside a transaction (not every
+    # idle one): one abandoned mid-way must not leak its insert into the next user's.
+    fast = store.dialect.fast
+    row = "INSERT INTO jobs (task, queue, args, state, run_at, created_at)"
+    with pytest.raises(RuntimeError), fast.transaction() as cursor:
+        cursor.execute(row + " VALUES ('t', 'q', '[]', 'queued', now(), now())")
+        raise RuntimeError("abandoned before its commit")
+    assert sum(store.count_jobs().values()) == 0
+    store.insert_jobs([new()])
+    assert len(claim(store)) == 1
+    assert sum(store.count_jobs().values()) == 1
+
+
 def test_a_connection_the_server_killed_fails_one_call_then_heals(store: SqlJobStore) -> None:
     store.insert_jobs([new(), new()])
     assert len(claim(store, limit=1)) == 1

@@ -181,6 +181,21 @@ def _leave_autocommit_to_fast_path(engine: sa.Engine) -> None:
             dbapi_connection.autocommit = False
 
 
+def roll_back_open_transactions(engine: sa.Engine) -> None:
+    """What SQLAlchemy's rollback-on-return does, for an engine created without it
+    (``pool_reset_on_return=None``): a connection handed back inside a transaction (or in an
+    unknown state) is rolled back. One handed back idle, as every fast statement's is, is
+    left alone: psycopg's rollback of an idle connection sends nothing but still took a lock
+    and a wait, the third of a fast statement's."""
+
+    @sa.event.listens_for(engine, "reset")
+    def _roll_back(dbapi_connection: Any, _record: Any, state: Any) -> None:
+        if state.terminate_only or state.transaction_was_reset:
+            return
+        if dbapi_connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            dbapi_connection.rollback()
+
+
 def _returned_rows(cursor: Any) -> bool:
     """Whether the last statement returned rows. Read from the result's status: the cursor's
     ``description`` builds a Column object per result column on every call (26 for a claim's

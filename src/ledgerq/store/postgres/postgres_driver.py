@@ -26,7 +26,7 @@ from ledgerq.store.dialects import (
 from ledgerq.store.engine import IDLE_IN_TRANSACTION_SECONDS, create_engine
 from ledgerq.store.postgres import copy_insert, pooled
 from ledgerq.store.postgres import statements as pg
-from ledgerq.store.postgres.fast import FastStatements
+from ledgerq.store.postgres.fast import FastStatements, roll_back_open_transactions
 from ledgerq.store.postgres.listener import PG_DEAD_PEER_DEFAULTS, PgNotifyWaker
 from ledgerq.store.postgres.statements import NOTIFY_CHANNEL
 from ledgerq.store.postgres.stats import PostgresStats
@@ -127,12 +127,16 @@ class PostgresDriver(Dialect):
             "pool_size": asked.pool_size,
             "max_overflow": asked.pool_size,
             "connect_args": {"prepare_threshold": 0, **defaults},
+            # Only open transactions are rolled back on return (``configure_engine``).
+            "pool_reset_on_return": None,
         }
 
     @classmethod
     def configure_engine(cls, engine: sa.Engine) -> None:
         if pooler_of(engine) is not None:
             pooled.configure_engine(engine)
+        else:
+            roll_back_open_transactions(engine)
 
     @classmethod
     def relaxed_pool(cls, url: str, pooler: Pooler | None = None) -> sa.Engine | None:
