@@ -61,6 +61,12 @@ def insert_by_copy(fast: FastStatements, rows: Sequence[dict[str, Any]]) -> list
     return ids
 
 
+#: The columns a row's text shares with others of the same batch (all but id and args).
+_SHARED = itemgetter(
+    "queue", "task", "priority", "state", "max_attempts", "timeout_seconds", "delay_s"
+)
+
+
 def _copy_text(rows: Sequence[dict[str, Any]], ids: list[int], now: datetime) -> str:
     """The rows in COPY's text format: tab-separated, ``\\N`` for NULL, backslash escapes.
     The columns around ``args`` are formatted once per distinct set (a bulk enqueue's jobs
@@ -75,11 +81,6 @@ def _copy_text(rows: Sequence[dict[str, Any]], ids: list[int], now: datetime) ->
             parts = around[shared] = _around_args(shared, now, created)
         lines.append(f"{job_id}{parts[0]}{_text(row['args'])}{parts[1]}")
     return "".join(lines)
-
-
-_SHARED = itemgetter(
-    "queue", "task", "priority", "state", "max_attempts", "timeout_seconds", "delay_s"
-)
 
 
 def _around_args(shared: tuple[Any, ...], now: datetime, created: str) -> tuple[str, str]:

@@ -172,8 +172,8 @@ def _leave_autocommit_to_fast_path(engine: sa.Engine) -> None:
     """A fast statement leaves its connection in autocommit; any other checkout (SQLAlchemy's
     transactions) gets it back in transaction mode. Switching both ways around every fast
     statement cost each claim, completion and enqueue two of psycopg's lock-and-wait calls
-    (~20 us of client CPU against an enqueue's ~300); now a pool serving only fast
-    statements never switches."""
+    (about 40 us of client CPU on a loaded 2-core machine, against about 400 for the whole
+    statement); a pool serving only fast statements now never switches."""
 
     @sa.event.listens_for(engine, "checkout")
     def _restore_transactions(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
@@ -186,7 +186,7 @@ def roll_back_open_transactions(engine: sa.Engine) -> None:
     (``pool_reset_on_return=None``): a connection handed back inside a transaction (or in an
     unknown state) is rolled back. One handed back idle, as every fast statement's is, is
     left alone: psycopg's rollback of an idle connection sends nothing but still took a lock
-    and a wait, the third of a fast statement's."""
+    and a wait on every return."""
 
     @sa.event.listens_for(engine, "reset")
     def _roll_back(dbapi_connection: Any, _record: Any, state: Any) -> None:

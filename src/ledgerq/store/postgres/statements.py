@@ -21,11 +21,11 @@ FINISHED_CHANNEL = "ledgerq_finished"
 # Rows travel as one JSON document: psycopg's text-array dumper escapes every element with a
 # regular expression, which cost more client CPU than the rest of a bulk enqueue together.
 INSERT_COLUMNS = (*PLAIN_COLUMNS, "delay_s")
-# Strings travel as text (the insert checks their lengths); FLOAT is PostgreSQL's float8.
 
 
 def _type(column: str) -> str:
-    """The SQL type a new job's ``column`` travels as."""
+    """The SQL type a new job's ``column`` travels as: strings as text (the insert checks
+    their lengths), the rest as the column's own type (FLOAT is PostgreSQL's float8)."""
     kind = jobs.c[column].type
     return "text" if isinstance(kind, sa.String) else str(kind.compile())
 
