@@ -67,7 +67,11 @@ class SqlJobClaims(SqlTransactions):
         ``claim_limit``, ``candidate_limit``, ``claim_worker`` and ``lease_s``."""
         d = self.dialect
         order = (jobs.c.priority, jobs.c.run_at, jobs.c.id)
-        ready = sa.and_(jobs.c.state == S.QUEUED.value, jobs.c.run_at <= d.now())
+        # The state is a literal, not a parameter: a generic plan (PostgreSQL settles on one
+        # after a few calls) sees no parameter values, and only a literal lets it use the
+        # partial index of queued rows instead of sorting every queued row per claim.
+        queued: sa.ColumnClause[str] = sa.literal_column(f"'{S.QUEUED.value}'")
+        ready = sa.and_(jobs.c.state == queued, jobs.c.run_at <= d.now())
         if len(queues) == 1:
             picked = sa.select(jobs.c.id).where(
                 ready, jobs.c.queue == queues[0], unpaused(queues[0])
@@ -87,8 +91,9 @@ class SqlJobClaims(SqlTransactions):
             picked = sa.select(jobs.c.id).where(jobs.c.id.in_(sa.select(candidates.c.id)))
             if d.rechecks_candidates:
                 # Re-checked on the locked row version (rows are locked after the candidates
-                # were read).
-                picked = picked.where(ready)
+                # were read). Wrapped in IS TRUE, which no index serves: the candidates are
+                # reached by primary key, never by a scan of every queued row.
+                picked = picked.where(ready.is_(sa.true()))
         picked = picked.order_by(*order).limit(sa.bindparam("claim_limit", type_=sa.Integer))
         return picked, self._claim_values()
 

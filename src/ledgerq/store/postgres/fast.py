@@ -5,14 +5,14 @@ events, result metadata) cost a worker about three times the client CPU of the s
 itself (a claim of 8: ~590 us against ~170 us), and the fetcher and completer hold the GIL
 for it while the job threads wait.
 
-Claims of handed-over ids run on a pool of their own whose sessions plan each prepared
-statement once for every parameter value (``plan_cache_mode = force_generic_plan``). Left to
-itself, PostgreSQL re-plans a claim of one or a few ids on every call (a custom plan looks
-cheaper for a short id array than the generic plan, which assumes a longer one), and the
-planning doubled the claim: 0.33 ms for one id at p50 against 0.18 ms planned once (see
-docs/architecture.md, "The hinted claim is planned once"). The plan
-is the same for any ids (primary key lookups). The claim by query keeps custom plans: its
-generic plan cannot use the partial index of queued jobs and scans the whole table.
+Claims run on a pool of their own whose sessions plan each prepared statement once for
+every parameter value (``plan_cache_mode = force_generic_plan``). Left to itself, PostgreSQL
+re-plans a claim of one or a few ids on every call (a custom plan looks cheaper for a short id
+array than the generic plan, which assumes a longer one), and the planning doubled the claim:
+0.33 ms for one id at p50 against 0.18 ms planned once (see docs/architecture.md, "Claims are
+planned once"). The plan is the same for any ids (primary key lookups). A claim by query,
+re-planned, cost 0.13-0.16 ms of planning per call; its generic plan reads the partial index
+of queued jobs because the state it asks for is a literal of the statement.
 
 Behind a transaction-pooling proxy (``prepare=False``, see ``pooled.py``) nothing is
 prepared and the generic-plan pool is not used: unprepared statements are planned per call."""
@@ -34,7 +34,7 @@ from ledgerq.store.engine import create_engine
 
 #: ``application_name`` of the sessions that plan their statements generically (visible in
 #: ``pg_stat_activity``).
-GENERIC_PLANS_NAME = "ledgerq-claim-ids"
+GENERIC_PLANS_NAME = "ledgerq-claims"
 
 
 class FastStatements:
@@ -106,7 +106,7 @@ class FastStatements:
         return self._relaxed if relaxed else self._engine
 
     def _generic_engine(self) -> sa.Engine:
-        # Built on first use: a worker that never claims handed-over ids never opens it.
+        # Built on first use: a process that never claims never opens it.
         if self._generic is None:
             with self._generic_lock:
                 if self._generic is None:
