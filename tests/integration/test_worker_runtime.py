@@ -182,6 +182,34 @@ def test_graceful_stop_puts_unfinished_jobs_back(app: LedgerQ) -> None:
         wait_until(lambda: state_of(app, job_id) is S.SUCCEEDED)
 
 
+def test_a_handler_that_returns_once_put_back_does_not_keep_the_worker_registered(
+    app: LedgerQ,
+) -> None:
+    """A cooperative handler returns as soon as its job was put back at shutdown; its outcome
+    (a fenced write that changes nothing) then arrives after the worker flushed its outcomes.
+    The worker must still write it and deregister: it once skipped both whenever such an
+    outcome was still waiting, as if the ledger took no writes, and stayed "active"."""
+    entered = threading.Event()
+
+    @app.task()
+    def cooperative(ctx: JobContext) -> None:
+        entered.set()
+        while not ctx.stop_requested:  # set right after the put-back
+            time.sleep(0.0005)
+
+    job_id = cooperative.enqueue().job_id
+    worker = app.worker(poll_interval_seconds=0.05, shutdown_grace_seconds=0.1)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert entered.wait(10)
+    worker.request_stop()
+    thread.join(20)
+    assert not thread.is_alive() and worker.stats.requeued == 1
+    assert app.jobs.get(job_id).state is S.QUEUED
+    record = app.parts.fleet.get_worker(worker.id)
+    assert record is not None and record.state.value == "stopped", record
+
+
 def test_delayed_job_waits_for_its_time(app: LedgerQ) -> None:
     ran_at: list[float] = []
 

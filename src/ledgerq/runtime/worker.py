@@ -70,6 +70,7 @@ class Worker:
         self._control = deps.control
         self._stop_requested = False
         self._immediate = False
+        self._writes_stuck = False  # the outcomes could not be written at shutdown
         self._recycle = False
         tasks = tuple(spec.name for spec in deps.registry)
         self.membership = (
@@ -293,6 +294,7 @@ class Worker:
         if self._completer.flush(COMPLETION_FLUSH_SECONDS):
             self._book.put_back_unfinished()
         else:
+            self._writes_stuck = True
             # Writes do not get through (a commit that waits for a synchronous standby that is
             # gone waits forever): every further write would hang the exit too.
             backlog = self._completer.backlog()
@@ -304,9 +306,12 @@ class Worker:
             )
 
     def _stop_writers(self, writers: ServiceGroup) -> None:
-        # With outcomes still unwritten the ledger takes no writes: stopping the completer
-        # and deregistering would hang the exit too (the fleet fails this worker over).
-        if self._completer.backlog().pending == 0:
+        # When the outcomes could not be written the ledger takes no writes: stopping the
+        # completer and deregistering would hang the exit too (the fleet fails this worker
+        # over). Outcomes that arrived after the flush do not say so: a handler that returns
+        # once its job was put back adds one (fenced, it changes nothing), and the completer
+        # writes it as it stops.
+        if not self._writes_stuck:
             writers.stop()
 
     def _wait_idle(self, grace: float) -> bool:
