@@ -10,6 +10,7 @@ import time
 
 from ledgerq import JobContext, JobState, LedgerQ
 from ledgerq.core.job import Claim, as_utc
+from ledgerq.core.ports import Completion
 from tests.helpers import running_worker, wait_until
 
 S = JobState
@@ -208,6 +209,46 @@ def test_a_handler_that_returns_once_put_back_does_not_keep_the_worker_registere
     assert app.jobs.get(job_id).state is S.QUEUED
     record = app.parts.fleet.get_worker(worker.id)
     assert record is not None and record.state.value == "stopped", record
+
+
+def test_a_job_that_ended_after_the_last_flush_is_recorded_not_put_back(app: LedgerQ) -> None:
+    """A handler that ends between the shutdown's last flush of outcomes and the put-back of
+    unfinished jobs has finished: its outcome is written, and the job is not put back to run
+    again (seen under load: a retry that had succeeded ran a third time)."""
+    entered, release = threading.Event(), threading.Event()
+
+    @app.task()
+    def ends_late(ctx: JobContext) -> str:
+        entered.set()
+        release.wait(30)
+        return "done"
+
+    job_id = ends_late.enqueue().job_id
+    worker = app.worker(poll_interval_seconds=0.05, shutdown_grace_seconds=0.1)
+    completer = worker._completer
+    flush, write, written = completer.flush, completer._write, threading.Event()
+
+    def write_once_put_back(group: list[Completion]) -> None:
+        written.wait(10)  # the late outcome stays unwritten while the put-back runs
+        write(group)
+
+    def flush_then_let_the_job_end(timeout: float) -> bool:
+        flushed = flush(timeout)
+        release.set()  # the handler ends now, after the flush, before the put-back
+        wait_until(lambda: completer.backlog().pending == 1)
+        threading.Timer(0.5, written.set).start()
+        return flushed
+
+    completer._write = write_once_put_back  # type: ignore[method-assign]
+    completer.flush = flush_then_let_the_job_end  # type: ignore[method-assign]
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert entered.wait(10)
+    worker.request_stop()
+    thread.join(20)
+    job = app.jobs.get(job_id)
+    assert not thread.is_alive() and worker.stats.requeued == 0
+    assert (job.state, job.attempt, job.result_json) == (S.SUCCEEDED, 1, '"done"')
 
 
 def test_delayed_job_waits_for_its_time(app: LedgerQ) -> None:

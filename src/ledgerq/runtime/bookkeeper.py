@@ -134,8 +134,11 @@ class Bookkeeper:
     def put_back_unfinished(self) -> None:
         """Requeue every job still held (at shutdown), stop their handlers, and announce the
         jobs put back. A job whose body never started (prefetched, or drained from a slot)
-        is kept from starting and put back at no attempt's cost (``requeue_jobs``)."""
-        contexts = self.held_jobs()
+        is kept from starting and put back at no attempt's cost (``requeue_jobs``). A job
+        whose run already ended (its outcome reached the completer after the last flush) is
+        left to the completer, which writes the outcome as it stops: put back, it would run
+        again although it had finished."""
+        contexts = [c for c in self.held_jobs() if not c.completing]
         if not contexts:
             return
         unstarted = [c.claim for c in contexts if not c.take_back()]
