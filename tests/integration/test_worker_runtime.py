@@ -11,6 +11,7 @@ import time
 from ledgerq import JobContext, JobState, LedgerQ
 from ledgerq.core.job import Claim, as_utc
 from ledgerq.core.ports import Completion
+from ledgerq.runtime.worker import Worker
 from tests.helpers import running_worker, wait_until
 
 S = JobState
@@ -156,6 +157,17 @@ def test_a_stale_attempt_cannot_overwrite_the_new_owner(app: LedgerQ) -> None:
     assert (job.state, job.worker_id, job.result_json) == (S.RUNNING, "usurper", None)
 
 
+def stop_once_entered(worker: Worker, entered: threading.Event) -> threading.Thread:
+    """Run ``worker`` on a thread, ask it to stop once a job's handler has ``entered``, and
+    return the thread after waiting (up to 20 s) for the worker to end."""
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert entered.wait(10)
+    worker.request_stop()
+    thread.join(20)
+    return thread
+
+
 def test_graceful_stop_puts_unfinished_jobs_back(app: LedgerQ) -> None:
     entered, release = threading.Event(), threading.Event()
 
@@ -166,11 +178,7 @@ def test_graceful_stop_puts_unfinished_jobs_back(app: LedgerQ) -> None:
 
     job_id = waits.enqueue().job_id
     worker = app.worker(poll_interval_seconds=0.05, shutdown_grace_seconds=0.2)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    assert entered.wait(10)
-    worker.request_stop()
-    thread.join(20)
+    thread = stop_once_entered(worker, entered)
     release.set()
     job = app.jobs.get(job_id)
     assert not thread.is_alive() and worker.stats.requeued == 1
@@ -200,11 +208,7 @@ def test_a_handler_that_returns_once_put_back_does_not_keep_the_worker_registere
 
     job_id = cooperative.enqueue().job_id
     worker = app.worker(poll_interval_seconds=0.05, shutdown_grace_seconds=0.1)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    assert entered.wait(10)
-    worker.request_stop()
-    thread.join(20)
+    thread = stop_once_entered(worker, entered)
     assert not thread.is_alive() and worker.stats.requeued == 1
     assert app.jobs.get(job_id).state is S.QUEUED
     record = app.parts.fleet.get_worker(worker.id)
@@ -214,7 +218,7 @@ def test_a_handler_that_returns_once_put_back_does_not_keep_the_worker_registere
 def test_a_job_that_ended_after_the_last_flush_is_recorded_not_put_back(app: LedgerQ) -> None:
     """A handler that ends between the shutdown's last flush of outcomes and the put-back of
     unfinished jobs has finished: its outcome is written, and the job is not put back to run
-    again (seen under load: a retry that had succeeded ran a third time)."""
+    again (the likely cause of a retry in test_hard_timeout that ran a third time)."""
     entered, release = threading.Event(), threading.Event()
 
     @app.task()
@@ -241,11 +245,7 @@ def test_a_job_that_ended_after_the_last_flush_is_recorded_not_put_back(app: Led
 
     completer._write = write_once_put_back  # type: ignore[method-assign]
     completer.flush = flush_then_let_the_job_end  # type: ignore[method-assign]
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    assert entered.wait(10)
-    worker.request_stop()
-    thread.join(20)
+    thread = stop_once_entered(worker, entered)
     job = app.jobs.get(job_id)
     assert not thread.is_alive() and worker.stats.requeued == 0
     assert (job.state, job.attempt, job.result_json) == (S.SUCCEEDED, 1, '"done"')
