@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 import pytest
@@ -44,6 +46,22 @@ def claim(store: SqlJobStore, limit: int = 10) -> list[int]:
     return [job.id for job in found]
 
 
+@contextmanager
+def claiming_session(store: SqlJobStore) -> Iterator[Any]:
+    """The session that claimed: the claims pool's connection, kept between the fast path's
+    statements (see store/postgres/kept.py); kept again afterwards."""
+    assert isinstance(store.dialect, PostgresDriver)
+    fast = store.dialect.fast
+    keeper = fast._kept[fast._generic_engine()]
+    generation = keeper.generation
+    pooled = keeper.take()
+    assert pooled is not None, "the fast path keeps the session that claimed"
+    try:
+        yield pooled
+    finally:
+        keeper.keep(pooled, generation)
+
+
 def test_connections_go_back_to_the_pool_in_transaction_mode(store: SqlJobStore) -> None:
     store.insert_jobs([new()])
     assert len(claim(store)) == 1  # autocommit on the pool's only connection, then reset
@@ -75,9 +93,10 @@ def test_a_connection_the_server_killed_fails_one_call_then_heals(store: SqlJobS
     store.insert_jobs([new(), new()])
     assert len(claim(store, limit=1)) == 1
     assert isinstance(store.dialect, PostgresDriver)
-    claims = store.dialect.fast._generic_engine()  # claims are planned once, on this pool
-    with claims.connect() as conn:  # its one connection: the session that claimed
-        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    with claiming_session(store) as pooled:
+        cursor = pooled.cursor()
+        cursor.execute("SELECT pg_backend_pid()")
+        [(pid,)] = cursor.fetchall()
     admin = create_engine(str(store.engine.url.render_as_string(hide_password=False)))
     with admin.connect() as conn:
         assert conn.execute(sa.select(sa.func.pg_terminate_backend(pid))).scalar() is True
@@ -214,16 +233,13 @@ def test_hinted_claims_are_planned_once_for_every_set_of_ids(store: SqlJobStore)
         assert job.id == job_id
     assert isinstance(store.dialect, PostgresDriver)
     generic = store.dialect.fast._generic_engine()
-    pooled = generic.raw_connection()  # the pool's one connection: the session that claimed
-    try:
+    with claiming_session(store) as pooled:
         cursor = pooled.cursor()
         cursor.execute(
             "SELECT generic_plans, custom_plans, current_setting('application_name')"
             " FROM pg_prepared_statements WHERE statement LIKE 'WITH claimed AS%%'"
         )
         [(generic_plans, custom_plans, name)] = cursor.fetchall()
-    finally:
-        pooled.close()
     assert (generic_plans, custom_plans) == (len(ids), 0)
     assert name == GENERIC_PLANS_NAME
     store.engine.dispose()  # disposing the store's engine closes the generic pool with it
@@ -238,16 +254,13 @@ def test_claims_by_query_are_planned_once(store: SqlJobStore) -> None:
     for _ in range(12):
         assert len(claim(store, limit=1)) == 1
     assert isinstance(store.dialect, PostgresDriver)
-    pooled = store.dialect.fast._generic_engine().raw_connection()
-    try:
+    with claiming_session(store) as pooled:
         cursor = pooled.cursor()
         cursor.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
             " WHERE statement LIKE 'UPDATE jobs SET state%%'"
         )
         assert cursor.fetchall() == [(12, 0)]
-    finally:
-        pooled.close()
 
 
 def _generic_plan(

@@ -191,7 +191,8 @@ def build_operations(settings: Settings, parts: Parts, *, ledger_gauges: bool = 
 def pool_reading(parts: Parts) -> Callable[[], PoolUse]:
     """Reads the connection pool of the ledger's engine (for ``MetricsHub.watch_pool``)."""
     engine = parts.store.engine
-    return lambda: pool_use(engine)
+    dialect = parts.store.dialect
+    return lambda: pool_use(engine, kept=dialect.kept_connections())
 
 
 def build_client(

@@ -107,6 +107,11 @@ class Dialect:
         if this database has such a setting (None: the store's engine serves them)."""
         return None
 
+    def kept_connections(self) -> int:
+        """Connections of the store's engine that are checked out but idle, kept between
+        hot-path statements (the pool counts them as in use)."""
+        return 0
+
     def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
         """What wakes idle workers of ``queues`` when jobs arrive (None: polling alone)."""
         return None

@@ -187,13 +187,15 @@ def _seconds_between(earlier: Any, later: Any) -> float:
     return (as_utc(later) - as_utc(earlier)).total_seconds()
 
 
-def pool_use(engine: sa.Engine) -> PoolUse:
-    """How ``engine``'s pool is used now; all zero for pools without a limit (SQLite's)."""
+def pool_use(engine: sa.Engine, kept: int = 0) -> PoolUse:
+    """How ``engine``'s pool is used now; all zero for pools without a limit (SQLite's).
+    ``kept``: connections checked out but idle, kept between the fast path's statements (not
+    counted as in use)."""
     pool = engine.pool
     if isinstance(pool, sa.pool.QueuePool):
         size = pool.size()
         return PoolUse(
-            checked_out=pool.checkedout(),
+            checked_out=max(pool.checkedout() - kept, 0),
             size=size,
             overflow=max(pool.overflow(), 0),  # SQLAlchemy counts up from -size
             most=size + max(pool._max_overflow, 0),

@@ -27,10 +27,12 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 from psycopg.rows import dict_row
+from sqlalchemy.pool import PoolProxiedConnection
 
 from ledgerq.core import errors
 from ledgerq.store import transactions
 from ledgerq.store.engine import create_engine
+from ledgerq.store.postgres.kept import KeptConnection
 
 #: ``application_name`` of the sessions that plan their statements generically (visible in
 #: ``pg_stat_activity``).
@@ -54,8 +56,10 @@ class FastStatements:
         # The generic-plan pool is this object's own, but callers dispose the store's engine:
         # close it with that engine, so its connections never outlive the store's.
         sa.event.listen(engine, "engine_disposed", lambda _engine: self.dispose())
+        self._kept: dict[sa.Engine, KeptConnection] = {}
         for pool_owner in {engine, self._relaxed}:
             _leave_autocommit_to_fast_path(pool_owner)
+            self._kept[pool_owner] = KeptConnection(pool_owner)
 
     def mappings(
         self,
@@ -97,6 +101,11 @@ class FastStatements:
         """Whether statements are prepared on the server (not behind a pooling proxy)."""
         return self._prepare
 
+    def kept_count(self, engine: sa.Engine) -> int:
+        """``engine``'s connections kept between statements (0 or 1; see ``kept.py``)."""
+        keeper = self._kept.get(engine)
+        return 0 if keeper is None else keeper.count
+
     def dispose(self) -> None:
         """Close the generic-plan pool's connections (the others belong to the store)."""
         if self._generic is not None:
@@ -119,6 +128,7 @@ class FastStatements:
                         application_name=GENERIC_PLANS_NAME,
                     )
                     _leave_autocommit_to_fast_path(self._generic)
+                    self._kept[self._generic] = KeptConnection(self._generic)
         return self._generic
 
     def _compile(self, statement: sa.Executable) -> tuple[str, dict[str, Any]]:
@@ -137,28 +147,44 @@ class FastStatements:
     def _cursor(
         self, engine: sa.Engine, row_factory: Any, *, autocommit: bool = True
     ) -> Iterator[Any]:
-        try:
-            _CHECKOUT.fast = autocommit
-            try:
-                pooled = engine.raw_connection()
-            finally:
-                _CHECKOUT.fast = False
-        except sa.exc.DBAPIError as exc:
-            raise _translate(exc.orig or exc) from exc
-        except psycopg.Error as exc:  # the pool's own connect is not wrapped by SQLAlchemy
-            raise _translate(exc) from exc
+        # Autocommit statements reuse the connection kept between them (see kept.py); a
+        # transaction takes one from the pool.
+        keeper = self._kept[engine] if autocommit else None
+        generation = keeper.generation if keeper is not None else 0
+        pooled = keeper.take() if keeper is not None else None
+        if pooled is None:
+            pooled = _check_out(engine, autocommit)
+        idle = False
         try:
             connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
             if connection.autocommit != autocommit:
                 connection.autocommit = autocommit
             with connection.cursor(row_factory=row_factory) as cursor:
                 yield cursor
+            idle = True
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError) or pooled.driver_connection.closed:  # type: ignore[union-attr]
                 pooled.invalidate(exc)
             raise _translate(exc) from exc
         finally:
-            pooled.close()
+            if idle and keeper is not None:
+                keeper.keep(pooled, generation)
+            else:
+                pooled.close()
+
+
+def _check_out(engine: sa.Engine, autocommit: bool) -> PoolProxiedConnection:
+    """One of ``engine``'s pooled connections; ``StoreUnavailable`` if it cannot connect."""
+    try:
+        _CHECKOUT.fast = autocommit
+        try:
+            return engine.raw_connection()
+        finally:
+            _CHECKOUT.fast = False
+    except sa.exc.DBAPIError as exc:
+        raise _translate(exc.orig or exc) from exc
+    except psycopg.Error as exc:  # the pool's own connect is not wrapped by SQLAlchemy
+        raise _translate(exc) from exc
 
 
 class _Checkout(threading.local):

@@ -155,6 +155,9 @@ class PostgresDriver(Dialect):
             self._direct = create_engine(self.pooler.direct_url, pool_size=1)
         return self._direct
 
+    def kept_connections(self) -> int:
+        return self.fast.kept_count(self.engine)
+
     def waker(self, queues: set[str], *, lazy: bool) -> Waker | None:
         listen = self._listen_engine()
         return None if listen is None else PgNotifyWaker(listen, queues, lazy=lazy)
