@@ -115,6 +115,20 @@ def test_a_connection_kept_past_keep_seconds_goes_back_to_the_pool(
     assert store.engine.pool.checkedout() == 1
 
 
+def test_a_connection_in_constant_use_still_goes_back_after_keep_seconds(
+    store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kept again after each statement, it must not be kept for ever: the pool's recycling
+    # of old sessions would never apply to it.
+    monkeypatch.setattr(kept, "KEEP_SECONDS", 0.2)
+    enqueue(store)
+    seen = checkouts(store.engine)
+    deadline = time.monotonic() + 10
+    while not seen:
+        assert time.monotonic() < deadline, "a connection in constant use was kept for ever"
+        enqueue(store)
+
+
 def test_a_forked_child_does_not_use_or_close_its_parents_kept_session(
     store: SqlJobStore,
 ) -> None:

@@ -40,12 +40,14 @@ class KeptConnection:
     def __init__(self, engine: sa.Engine) -> None:
         self._lock = threading.Lock()
         self._kept: PoolProxiedConnection | None = None
-        self._kept_since = 0.0
+        # The connection kept last and since when it has been kept: a connection in constant
+        # use is kept again after each statement, and still goes back after KEEP_SECONDS.
+        self._held: PoolProxiedConnection | None = None
+        self._held_since = 0.0
         self._generation = 0  # bumped when the engine is disposed
         self._pid = os.getpid()
-        self._left_by_parent: list[
-            PoolProxiedConnection
-        ] = []  # after fork: referenced, never used or closed
+        # After a fork: the parent's session, referenced so it is never closed, never used.
+        self._left_by_parent: list[PoolProxiedConnection] = []
         sa.event.listen(engine, "engine_disposed", lambda _engine: self.release())
 
     @property
@@ -65,8 +67,10 @@ class KeptConnection:
             if self._pid != os.getpid():
                 self._forget_after_fork()
             pooled, self._kept = self._kept, None
-            kept_since = self._kept_since
-        if pooled is not None and time.monotonic() - kept_since > KEEP_SECONDS:
+            expired = pooled is not None and time.monotonic() - self._held_since > KEEP_SECONDS
+            if expired:
+                self._held = None
+        if pooled is not None and expired:
             pooled.close()  # back to the pool, which recycles it if it is old
             return None
         return pooled
@@ -77,8 +81,9 @@ class KeptConnection:
         read ``generation``."""
         with self._lock:
             if self._kept is None and generation == self._generation and self._pid == os.getpid():
+                if pooled is not self._held:
+                    self._held, self._held_since = pooled, time.monotonic()
                 self._kept = pooled
-                self._kept_since = time.monotonic()
                 return
         pooled.close()
 
@@ -86,7 +91,7 @@ class KeptConnection:
         """Close the kept connection's session (the engine was disposed: the pool it came from
         is gone)."""
         with self._lock:
-            pooled, self._kept = self._kept, None
+            pooled, self._kept, self._held = self._kept, None, None
             self._generation += 1
         if pooled is not None:
             pooled.invalidate()  # closes the session; check-in alone would leave it open
@@ -95,5 +100,5 @@ class KeptConnection:
         # The session belongs to the parent: closing it here would end the parent's session.
         if self._kept is not None:
             self._left_by_parent.append(self._kept)
-        self._kept = None
+        self._kept = self._held = None
         self._pid = os.getpid()
