@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
+from ledgerq import JobContext, LedgerQ
+from ledgerq.app.operations_surface import pool_reading
 from ledgerq.core import errors
 from ledgerq.core.job import NewJob
 from ledgerq.store import queues
@@ -162,3 +164,22 @@ def test_a_statement_that_fails_does_not_keep_its_connection(store: SqlJobStore)
     assert store.dialect.kept_connections() == 0
     assert store.engine.pool.checkedout() == 0
     assert fast_pid(store) == pid  # it went back to the pool, and comes from it again
+
+
+def test_an_applications_pool_reading_leaves_out_the_kept_connection(
+    make_database_url: Callable[[str], str],
+) -> None:
+    """What ``db_connection_pool_active`` reads: an idle producer after an enqueue has no
+    connection in use, though its pool counts the kept one as checked out."""
+    app = LedgerQ(database_url=make_database_url("postgresql"))
+    try:
+
+        @app.task(queue="kept")
+        def noop(ctx: JobContext) -> None: ...
+
+        app.migrate()
+        noop.enqueue()
+        assert app.engine.pool.checkedout() == 1
+        assert pool_reading(app.parts)().checked_out == 0
+    finally:
+        app.close()

@@ -24,7 +24,8 @@ class PoolCollector(Collector):
         use = self._read()
         yield GaugeMetricFamily(
             "db_connection_pool_active",
-            "Connections checked out of this process's pool.",
+            "Connections of this process's pool in use now (not those kept idle between"
+            " hot-path statements).",
             use.checked_out,
         )
         yield GaugeMetricFamily(
