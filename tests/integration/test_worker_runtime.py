@@ -415,3 +415,49 @@ def test_claimed_jobs_waiting_in_a_prefetch_are_not_shown_as_started(app: Ledger
         assert job.claimed_at <= job.started_at <= (job.finished_at or job.started_at)
     # A prefetched job started only after the running one's release: after it was claimed.
     assert max(j.started_at - j.claimed_at for j in done).total_seconds() >= 0.25
+
+
+def test_no_job_starts_once_a_hung_job_makes_the_worker_recycle(app: LedgerQ) -> None:
+    """A timed-out job blocked in C makes the worker stop at once to be recycled. A job
+    claimed after that decision, before the stop is under way, must not start only to be
+    abandoned by the recycle (seen in CI: such a job ran, was put back while running and ran
+    again, attempt 3 for a job that fails once): it goes back unstarted."""
+    release, quick_started = threading.Event(), threading.Event()
+
+    @app.task(timeout=0.2, max_attempts=1)
+    def blocks(ctx: JobContext) -> None:
+        release.wait(30)  # blocked in C: only ending the process stops it
+
+    @app.task()
+    def quick(ctx: JobContext) -> None:
+        quick_started.set()
+
+    blocks.enqueue()
+    worker = app.worker(poll_interval_seconds=0.05, concurrency=2, recycle_when_hung=True)
+    decided, carry_on = threading.Event(), threading.Event()
+    request_stop = worker.request_stop
+
+    def stop_later(*, immediate: bool = False) -> None:
+        # Hold the stop back: the worker goes on fetching as if its main loop had not
+        # noticed yet, which is the window the job slipped through.
+        decided.set()
+        carry_on.wait(20)
+        request_stop(immediate=immediate)
+
+    worker.request_stop = stop_later  # type: ignore[method-assign]
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        assert decided.wait(20), "the hung job never made the worker recycle"
+        job_id = quick.enqueue().job_id
+        wait_until(lambda: app.jobs.get(job_id).claimed_at is not None, what="quick claimed")
+        # Proving a negative: a slot is free, and would start it within milliseconds.
+        assert not quick_started.wait(0.5), "a job started after the worker decided to recycle"
+    finally:
+        carry_on.set()
+        thread.join(20)
+        release.set()
+    assert not thread.is_alive() and worker.recycle_requested
+    job = app.jobs.get(job_id)
+    # Put back unstarted: a postponement, which costs no attempt.
+    assert job.state is S.QUEUED and job.postponed == 1 and job.attempt - job.postponed == 0, job

@@ -238,6 +238,10 @@ class Worker:
             attempt=ctx.attempt,
         )
         self._recycle = True
+        # Start nothing more from now on: the main loop notices the stop only at its next
+        # check, and a job started meanwhile would be abandoned by the recycle, put back while
+        # running and run again. Not started, it goes back as a postponement.
+        self._executor.drain()
         self.request_stop(immediate=True)
 
     def request_stop(self, *, immediate: bool = False) -> None:
