@@ -14,7 +14,7 @@ import pytest
 from ledgerq import LedgerQ
 from ledgerq.core.job import JobHint
 from ledgerq.transport.redis import RedisTransport
-from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS
+from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS, READ_EVERY
 from tests.helpers import enqueue_in_a_script, wait_until
 from tests.redis_server import RedisServer
 
@@ -62,6 +62,28 @@ def test_unread_replies_stay_bounded(transport: RedisTransport, redis_server: Re
     assert sender.waiting == 0
     assert sender.unsent == 0
     assert hinted(redis_server) == list(range(1, 101))
+    sender.close()
+
+
+def test_replies_are_read_in_batches(transport: RedisTransport, redis_server: RedisServer) -> None:
+    # Polling for replies at every submit cost a fifth of the push: below a batch, none does.
+    sender = transport.pipelined_sender()
+    for job_id in range(1, READ_EVERY + 1):
+        sender.submit(hints(job_id))
+    wait_until(
+        lambda: hinted(redis_server) == list(range(1, READ_EVERY + 1)),
+        timeout=10,
+        what="the first batch's hints",
+    )
+    assert sender.waiting == READ_EVERY  # all applied, no reply read yet
+    next_id = iter(range(READ_EVERY + 1, 10 * READ_EVERY))
+
+    def batch_read() -> bool:  # once the replies are in, the next submit reads them
+        sender.submit(hints(next(next_id)))
+        return sender.waiting < READ_EVERY
+
+    wait_until(batch_read, timeout=10, what="a submit that reads the batch's replies")
+    assert sender.flush(10) and sender.unsent == 0
     sender.close()
 
 
