@@ -14,7 +14,7 @@ import pytest
 from ledgerq import LedgerQ
 from ledgerq.core.job import JobHint
 from ledgerq.transport.redis import RedisTransport
-from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS, READ_EVERY
+from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS, READ_AFTER_SECONDS, READ_EVERY
 from tests.helpers import enqueue_in_a_script, wait_until
 from tests.redis_server import RedisServer
 
@@ -83,6 +83,25 @@ def test_replies_are_read_in_batches(transport: RedisTransport, redis_server: Re
         return sender.waiting < READ_EVERY
 
     wait_until(batch_read, timeout=10, what="a submit that reads the batch's replies")
+    assert sender.flush(10) and sender.unsent == 0
+    sender.close()
+
+
+def test_old_replies_are_read_before_the_next_write(
+    transport: RedisTransport, redis_server: RedisServer
+) -> None:
+    # A write that fails counts the unconfirmed hints unsent: the old ones are confirmed first.
+    sender = transport.pipelined_sender()
+    sender.submit(hints(1))
+    written = time.monotonic()
+    wait_until(lambda: hinted(redis_server) == [1], timeout=10, what="the first hint")
+    wait_until(
+        lambda: time.monotonic() > written + 2 * READ_AFTER_SECONDS,
+        timeout=10,
+        what="the first reply to grow old",
+    )
+    sender.submit(hints(2))
+    assert sender.waiting == 1  # the first reply read, the second not yet
     assert sender.flush(10) and sender.unsent == 0
     sender.close()
 

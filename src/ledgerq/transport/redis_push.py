@@ -2,13 +2,14 @@
 commit, without waiting for Redis's reply (``REDIS_PUSH=pipelined``, the default).
 
 Each ``submit`` writes one ``ZADD`` per queue to a connection of its own and returns; the
-replies are read later, in batches: once ``READ_EVERY`` are unread, a ``submit`` reads those
-already come (one poll, no wait); the rest are read by ``flush``, or by a ``submit`` once
-``max_outstanding`` are unread. Polling at every ``submit`` cost 20-25 us of its 120-150
-(a poll and a read for one 4-byte reply; 2-core VM, 2026-12-07), a fifth of the push. Against a push
-that waits for its reply this saves the round trip and most of redis-py's per-command work
-(29 us of client CPU per hint against 148 us, loaded 2-core machine), and against a sending
-thread it saves the thread's wake-up, which the start latency paid.
+replies are read later, in batches: once ``READ_EVERY`` are unread, or the oldest unread was
+written ``READ_AFTER_SECONDS`` ago, a ``submit`` reads those already come (one poll, no
+wait); the rest are read by ``flush``, or by a ``submit`` once ``max_outstanding`` are
+unread. Polling at every ``submit`` cost 20-25 us of its 120-150 (a poll and a read for one
+4-byte reply; 2-core VM, 2026-12-07), a fifth of the push. Against a push that waits for its
+reply this saves the round trip and most of redis-py's per-command work (29 us of client CPU
+per hint against 148 us, loaded 2-core machine), and against a sending thread it saves the
+thread's wake-up, which the start latency paid.
 
 Safe for the same reason as the other modes: the job is committed before its hint is written,
 and a hint that never arrives only costs latency (an idle worker's claim by query, the
@@ -40,6 +41,9 @@ from ledgerq.transport.outage import OutageTracker
 MAX_OUTSTANDING = 256
 #: Unread replies at which a ``submit`` reads those already come (without waiting).
 READ_EVERY = 32
+#: Age of the oldest unread reply at which a ``submit`` reads them all the same: hints
+#: confirmed before a write fails are not counted unsent with the ones that may be lost.
+READ_AFTER_SECONDS = 0.05
 #: Connect and read timeout of the push connection: a Redis that does not answer within it
 #: is treated as down (pushes skipped until the outage probe), never waited on longer.
 PUSH_TIMEOUT_SECONDS = 1.0
@@ -73,6 +77,7 @@ class PipelinedPush:
         self._connection: Any = None
         self._pid = os.getpid()
         self._waiting: deque[int] = deque()  # hints per written command, reply not read yet
+        self._read_due = 0.0  # when the unread replies are read at the latest (monotonic)
         self._unsent = 0
         self._closed = False
         self._exit_hook = False
@@ -103,14 +108,20 @@ class PipelinedPush:
             written = False
             try:
                 connection = self._open()
-                if len(self._waiting) >= min(READ_EVERY, self._max_outstanding):
+                now = time.monotonic()
+                if self._waiting and (
+                    len(self._waiting) >= min(READ_EVERY, self._max_outstanding)
+                    or now >= self._read_due
+                ):
                     # Replies that came meanwhile are read now, a batch for one poll: hints
                     # are confirmed while Redis is healthy, and a closed connection is noticed
                     # after a few writes into it (their hints are then counted unsent).
-                    self._read(len(self._waiting), deadline=time.monotonic())
+                    self._read(len(self._waiting), deadline=now)
                 connection.send_packed_command(
                     connection.pack_commands([c for c, _ in commands]), check_health=False
                 )
+                if not self._waiting or now >= self._read_due:
+                    self._read_due = now + READ_AFTER_SECONDS
                 self._waiting.extend(n for _, n in commands)
                 written = True
                 if len(self._waiting) > self._max_outstanding:
