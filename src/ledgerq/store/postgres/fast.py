@@ -1,6 +1,7 @@
-"""PostgreSQL's hot-path statements (claims, group completions, heartbeats) run on psycopg
-directly: compiled once by SQLAlchemy, prepared once per connection by psycopg, executed in
-autocommit on a pooled connection. SQLAlchemy's execution machinery (connection wrapper,
+"""PostgreSQL's hot-path statements (enqueues, claims, group completions, heartbeats) run on
+psycopg directly: compiled once by SQLAlchemy, prepared once per connection and executed in
+autocommit on a pooled connection through libpq's prepared-statement calls, without a cursor
+(``prepared.py``). SQLAlchemy's execution machinery (connection wrapper,
 events, result metadata) cost a worker about three times the client CPU of the statement
 itself (a claim of 8: ~590 us against ~170 us), and the fetcher and completer hold the GIL
 for it while the job threads wait.
@@ -15,7 +16,8 @@ re-planned, cost 0.13-0.16 ms of planning per call; its generic plan reads the p
 of queued jobs because the state it asks for is a literal of the statement.
 
 Behind a transaction-pooling proxy (``prepare=False``, see ``pooled.py``) nothing is
-prepared and the generic-plan pool is not used: unprepared statements are planned per call."""
+prepared and the generic-plan pool is not used: statements go through a psycopg cursor,
+unprepared, and are planned per call."""
 
 from __future__ import annotations
 
@@ -32,7 +34,9 @@ from sqlalchemy.pool import PoolProxiedConnection
 from ledgerq.core import errors
 from ledgerq.store import transactions
 from ledgerq.store.engine import create_engine
+from ledgerq.store.postgres import prepared
 from ledgerq.store.postgres.kept import KeptConnection
+from ledgerq.store.postgres.prepared import PreparedSql
 
 #: ``application_name`` of the sessions that plan their statements generically (visible in
 #: ``pg_stat_activity``).
@@ -50,7 +54,7 @@ class FastStatements:
         self._engine = engine
         self._prepare = prepare
         self._relaxed = relaxed_engine or engine
-        self._compiled: dict[int, tuple[Any, str, dict[str, Any]]] = {}
+        self._compiled: dict[int, tuple[Any, str, dict[str, Any], PreparedSql]] = {}
         self._generic: sa.Engine | None = None
         self._generic_lock = threading.Lock()
         # The generic-plan pool is this object's own, but callers dispose the store's engine:
@@ -71,30 +75,45 @@ class FastStatements:
     ) -> list[dict[str, Any]]:
         """Execute ``statement`` with ``params``; return its rows as dicts. ``generic_plans``:
         on the relaxed pool whose sessions plan each statement once (see the module)."""
-        sql, fixed = self._compile(statement)
         generic = generic_plans and self._prepare
         engine = self._generic_engine() if generic else self._pick(relaxed or generic_plans)
-        with self._cursor(engine, dict_row) as cursor:
-            cursor.execute(sql, {**fixed, **params}, prepare=self._prepare)
-            return cursor.fetchall() if _returned_rows(cursor) else []
+        return self._run(engine, statement, params, as_dicts=True)
 
     def rows(
         self, statement: sa.Executable, params: Mapping[str, Any], *, relaxed: bool = False
     ) -> list[tuple[Any, ...]]:
         """Execute ``statement`` with ``params``; return its rows as tuples."""
-        sql, fixed = self._compile(statement)
-        with self._cursor(self._pick(relaxed), None) as cursor:
-            cursor.execute(sql, {**fixed, **params}, prepare=self._prepare)
-            return cursor.fetchall() if _returned_rows(cursor) else []
+        return self._run(self._pick(relaxed), statement, params, as_dicts=False)
+
+    def _run(
+        self,
+        engine: sa.Engine,
+        statement: sa.Executable,
+        params: Mapping[str, Any],
+        *,
+        as_dicts: bool,
+    ) -> list[Any]:
+        sql, fixed, prepared_sql = self._compile(statement)
+        with self._connection(engine) as pooled:
+            if self._prepare:
+                return prepared.run(pooled, prepared_sql, {**fixed, **params}, as_dicts=as_dicts)
+            # Behind a transaction-pooling proxy: nothing is prepared (see pooled.py).
+            connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+            factory: Any = dict_row if as_dicts else None
+            with connection.cursor(row_factory=factory) as cursor:
+                cursor.execute(sql, {**fixed, **params}, prepare=False)
+                return cursor.fetchall() if _returned_rows(cursor) else []
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """A tuple cursor on the durable pool inside one transaction, committed when the
         block ends (rolled back if it raises); for statements that cannot share one
         autocommit statement, such as ``COPY`` and what must commit with it."""
-        with self._cursor(self._engine, None, autocommit=False) as cursor:
-            yield cursor
-            cursor.connection.commit()
+        with self._connection(self._engine, autocommit=False) as pooled:
+            connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+            with connection.cursor() as cursor:
+                yield cursor
+            connection.commit()
 
     @property
     def prepares(self) -> bool:
@@ -131,7 +150,7 @@ class FastStatements:
                     self._kept[self._generic] = KeptConnection(self._generic)
         return self._generic
 
-    def _compile(self, statement: sa.Executable) -> tuple[str, dict[str, Any]]:
+    def _compile(self, statement: sa.Executable) -> tuple[str, dict[str, Any], PreparedSql]:
         # Keyed by identity: the store keeps its statements for its lifetime; the statement is
         # held here too, so its id cannot be reused by another object.
         found = self._compiled.get(id(statement))
@@ -140,13 +159,14 @@ class FastStatements:
             sql = str(compiled)
             if "POSTCOMPILE" in sql:
                 raise ValueError("expanding parameters are not supported on the fast path")
-            found = self._compiled[id(statement)] = (statement, sql, dict(compiled.params))
-        return found[1], found[2]
+            found = (statement, sql, dict(compiled.params), PreparedSql(sql))
+            self._compiled[id(statement)] = found
+        return found[1], found[2], found[3]
 
     @contextmanager
-    def _cursor(
-        self, engine: sa.Engine, row_factory: Any, *, autocommit: bool = True
-    ) -> Iterator[Any]:
+    def _connection(
+        self, engine: sa.Engine, *, autocommit: bool = True
+    ) -> Iterator[PoolProxiedConnection]:
         # Autocommit statements reuse the connection kept between them (see kept.py); a
         # transaction takes one from the pool.
         keeper = self._kept[engine] if autocommit else None
@@ -159,8 +179,7 @@ class FastStatements:
             connection: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
             if connection.autocommit != autocommit:
                 connection.autocommit = autocommit
-            with connection.cursor(row_factory=row_factory) as cursor:
-                yield cursor
+            yield pooled
             idle = True
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError) or pooled.driver_connection.closed:  # type: ignore[union-attr]
