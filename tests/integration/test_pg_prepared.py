@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,11 +15,12 @@ import sqlalchemy as sa
 from psycopg.rows import dict_row
 
 from ledgerq.core import errors
-from ledgerq.store.engine import create_engine
 from ledgerq.store.jobs import SqlJobStore
 from ledgerq.store.postgres import PostgresDriver
 from ledgerq.store.postgres.fast import FastStatements
 from ledgerq.store.postgres.prepared import PreparedSql
+from tests.integration import test_pg_kept_connection as kept_tests
+from tests.integration.test_pg_kept_connection import PID, fast_pid
 
 VALUES = sa.text(
     "SELECT CAST(:n AS bigint) AS n, CAST(:t AS text) AS t, CAST(:f AS float8) AS f,"
@@ -36,27 +36,14 @@ PARAMS: dict[str, Any] = {
     "ids": [3, 1, 2],
     "missing": None,
 }
-PID = sa.text("SELECT pg_backend_pid()")
 OURS = sa.text("SELECT name, statement FROM pg_prepared_statements WHERE name LIKE 'lq\\_%'")
 
-
-@pytest.fixture
-def store(make_database_url: Callable[[str], str]) -> Iterator[SqlJobStore]:
-    engine = create_engine(make_database_url("postgresql"), pool_size=2)
-    ledger = SqlJobStore(engine)
-    assert isinstance(ledger.dialect, PostgresDriver), "PostgreSQL over psycopg takes the fast path"
-    yield ledger
-    engine.dispose()
+store = kept_tests.store  # the fixture: a PostgreSQL job store on the fast path
 
 
 def fast(store: SqlJobStore) -> FastStatements:
     assert isinstance(store.dialect, PostgresDriver)
     return store.dialect.fast
-
-
-def pid_now(store: SqlJobStore) -> int:
-    [(pid,)] = fast(store).rows(PID, {})
-    return int(pid)
 
 
 def prepared_here(store: SqlJobStore, sql: bytes) -> int:
@@ -91,14 +78,14 @@ def test_rows_hold_what_a_cursor_gives(store: SqlJobStore) -> None:
 def test_a_statement_is_prepared_once_per_session_and_parameter_types(store: SqlJobStore) -> None:
     statement = sa.text("SELECT CAST(:n AS numeric) AS n")
     sql = PreparedSql(str(statement.compile(dialect=store.engine.dialect))).sql
-    pid = pid_now(store)
+    pid = fast_pid(store)
     for n in range(5):
         assert fast(store).rows(statement, {"n": n}) == [(n,)]
     assert prepared_here(store, sql) == 1
     # A value psycopg sends as another type (int8, not int2) needs a statement of its own.
     assert fast(store).rows(statement, {"n": 2**40}) == [(2**40,)]
     assert prepared_here(store, sql) == 2
-    assert pid_now(store) == pid  # all on the one kept session
+    assert fast_pid(store) == pid  # all on the one kept session
 
 
 def test_a_failed_statement_raises_the_database_error_and_the_next_one_runs(
@@ -112,7 +99,7 @@ def test_a_failed_statement_raises_the_database_error_and_the_next_one_runs(
 def test_statements_the_server_forgot_are_prepared_again(store: SqlJobStore) -> None:
     sql = PreparedSql(str(VALUES.compile(dialect=store.engine.dialect))).sql
     assert fast(store).rows(VALUES, PARAMS)[0][0] == 7
-    pid = pid_now(store)
+    pid = fast_pid(store)
     keeper = fast(store)._kept[store.engine]
     generation = keeper.generation
     pooled = keeper.take()
@@ -122,20 +109,20 @@ def test_statements_the_server_forgot_are_prepared_again(store: SqlJobStore) -> 
     assert prepared_here(store, sql) == 0
     assert fast(store).rows(VALUES, PARAMS)[0][0] == 7
     assert prepared_here(store, sql) == 1
-    assert pid_now(store) == pid
+    assert fast_pid(store) == pid
 
 
 def test_a_lost_session_is_an_outage_and_the_next_statement_opens_another(
     store: SqlJobStore,
 ) -> None:
-    pid = pid_now(store)
+    pid = fast_pid(store)
     with store.engine.connect() as conn:
         conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
         conn.commit()
     with pytest.raises(errors.StoreUnavailable):
         fast(store).rows(VALUES, PARAMS)
     assert fast(store).rows(VALUES, PARAMS)[0][0] == 7
-    assert pid_now(store) != pid
+    assert fast_pid(store) != pid
 
 
 def test_other_threads_run_while_a_statement_waits(store: SqlJobStore) -> None:
