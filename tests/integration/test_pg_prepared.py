@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from ledgerq.core import errors
 from ledgerq.store.jobs import SqlJobStore
-from ledgerq.store.postgres import PostgresDriver
+from ledgerq.store.postgres import PostgresDriver, prepared
 from ledgerq.store.postgres.fast import FastStatements
 from ledgerq.store.postgres.prepared import PreparedSql
 from tests.integration import test_pg_kept_connection as kept_tests
@@ -148,3 +148,25 @@ def test_other_threads_run_while_a_statement_waits(store: SqlJobStore) -> None:
         counter.join()
     # Holding the GIL for the wait, the counter would not move in the middle of it.
     assert any(started + 0.1 < at < ended - 0.1 for at in progress)
+
+
+def test_a_statement_is_known_by_its_text_not_by_the_object(store: SqlJobStore) -> None:
+    # A session outlives the objects of whoever ran statements on it: a new object (maybe at
+    # a dead one's address) must find the statement by what it says.
+    text = "SELECT CAST(%(n)s AS bigint) + 1"
+    keeper = fast(store)._kept[store.engine]
+    fast(store).rows(PID, {})  # a session is kept
+    generation = keeper.generation
+    pooled = keeper.take()
+    assert pooled is not None
+    try:
+        objects = [PreparedSql(text) for _ in range(3)]  # alive together: distinct objects
+        for n, statement in enumerate(objects):
+            assert prepared.run(pooled, statement, {"n": n}, as_dicts=False) == [(n + 1,)]
+        found = pooled.driver_connection.execute(  # type: ignore[union-attr]
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement = %s",
+            (PreparedSql(text).sql.decode(),),
+        ).fetchone()
+        assert found == (1,)
+    finally:
+        keeper.keep(pooled, generation)

@@ -70,7 +70,7 @@ class _Session:
 
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.transformer: Any = Transformer.from_context(connection)
-        self.names: dict[tuple[int, tuple[int, ...]], bytes] = {}
+        self.names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
         self.columns: dict[bytes, list[str]] = {}
         self.prepared = 0  # statements prepared on this connection so far (names them)
 
@@ -90,7 +90,9 @@ def run(
         session = pooled.info[_INFO_KEY] = _Session(connection)
     transformer = session.transformer
     values: Any = transformer.dump_sequence([params[n] for n in statement.names], statement.formats)
-    key = (id(statement), tuple(transformer.types))
+    # Keyed by the text, not the object: a session may outlive the statements' owner, and a
+    # new object at the same address must not run another statement's prepared name.
+    key = (statement.sql, tuple(transformer.types))
     name = session.names.get(key)
     pgconn: Any = connection.pgconn
     if name is None:
@@ -119,7 +121,7 @@ def run(
 
 
 def _prepare(
-    session: _Session, key: tuple[int, tuple[int, ...]], statement: PreparedSql, pgconn: Any
+    session: _Session, key: tuple[bytes, tuple[int, ...]], statement: PreparedSql, pgconn: Any
 ) -> bytes:
     session.prepared += 1
     name = b"lq_%d" % session.prepared
