@@ -107,6 +107,35 @@ def test_once_runs_a_single_job(app_module: str, capsys: pytest.CaptureFixture[s
     assert stats == {"default": {"succeeded": 1, "queued": 2}}
 
 
+def _enqueued_id(capsys: pytest.CaptureFixture[str], task: str, args: str) -> int:
+    enqueued = run_json(capsys, "job", "enqueue", task, "--args", args)
+    assert isinstance(enqueued, dict)
+    return int(enqueued["id"])
+
+
+def test_a_worker_has_written_every_job_line_when_it_returns(
+    app_module: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledgerq.cli import log_output
+
+    # Gathered lines would wait a minute: only the worker's stop can have written them.
+    monkeypatch.setattr(log_output, "GATHER_SECONDS", 60.0)
+    ids = [_enqueued_id(capsys, "add", f"[{i}, 1]") for i in range(5)]
+    assert main(["worker", "start", "--burst", "--concurrency", "2"]) == 0
+    err = capsys.readouterr().err
+    started = [line for line in err.splitlines() if "job started" in line]
+    succeeded = [line for line in err.splitlines() if "job succeeded" in line]
+    for job_id in ids:
+        assert sum(f" job_id={job_id} " in line for line in started) == 1
+        assert sum(f" job_id={job_id} " in line for line in succeeded) == 1
+    assert err.index("worker stopped") > err.index(succeeded[-1])  # in order
+    # Once the worker stopped, every line is written at once again.
+    import structlog
+
+    structlog.get_logger("ledgerq.test").info("after the worker")
+    assert "after the worker" in capsys.readouterr().err
+
+
 def test_a_worker_keeps_its_start_up_objects_out_of_full_collections(
     app_module: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

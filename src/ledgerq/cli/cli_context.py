@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ledgerq.app.application import LedgerQ
-    from ledgerq.cli.logs import ComponentTagger
+    from ledgerq.cli.logs import LogSetup
     from ledgerq.config.settings import Settings
 
 
@@ -49,16 +49,28 @@ class CliContext:
     as_json: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
     """Settings given as CLI flags; they win over an ``--app`` application's own settings."""
-    log_component: ComponentTagger | None = None
-    """Names the process's component on its log lines (see ``log_as``)."""
+    log_setup: LogSetup | None = None
+    """Names the process's component on its log lines (see ``log_as``) and says where the
+    lines go (see ``gather_routine_logs``)."""
     _app: LedgerQ | None = None
     _console: Console | None = None
 
     def log_as(self, component: str) -> None:
         """Name this process's component on its log lines from now on (``worker``,
         ``serve``, ``scheduler``, ``reconciler``, ``manager``; ``cli`` by default)."""
-        if self.log_component is not None:
-            self.log_component.name = component
+        if self.log_setup is not None:
+            self.log_setup.component.name = component
+
+    def gather_routine_logs(self, on: bool) -> None:
+        """Gather this process's DEBUG and INFO lines and write them together (``on``: a
+        worker's slots then never wait on a write; see ``cli/log_output.py``), or write what
+        was gathered and every line at once again."""
+        if self.log_setup is None:
+            return
+        if on:
+            self.log_setup.output.gather()
+        else:
+            self.log_setup.output.write_at_once()
 
     @property
     def console(self) -> Console:

@@ -5,10 +5,9 @@ fields log pipelines route on (``component``, an upper-case ``level``, ``message
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from typing import Any, TextIO
+from typing import Any, NamedTuple
 
-import structlog
-
+from ledgerq.cli.log_output import LogOutput
 from ledgerq.core.redaction import MASK, is_secret_name, mask_value
 
 
@@ -42,25 +41,37 @@ COMPONENT_OF_LOGGER = {
 }
 
 
-class NamedPrintLogger(structlog.PrintLogger):
-    """structlog's PrintLogger that remembers the name it was asked for, so a processor can
-    tell which part of ledgerq wrote a line."""
+class NamedPrintLogger:
+    """Writes rendered lines to a ``LogOutput`` (DEBUG and INFO as routine lines, the rest at
+    once), and remembers the name it was asked for, so a processor can tell which part of
+    ledgerq wrote a line."""
 
-    def __init__(self, file: TextIO, name: str | None) -> None:
-        super().__init__(file)
+    def __init__(self, output: LogOutput, name: str | None) -> None:
+        self._output = output
         self.name = name
+
+    def msg(self, message: str) -> None:
+        """Write ``message`` at once."""
+        self._output.urgent(message)
+
+    def routine(self, message: str) -> None:
+        """Write ``message`` as a routine line (gathered while a worker runs)."""
+        self._output.routine(message)
+
+    debug = info = routine
+    log = warn = warning = error = err = critical = fatal = failure = exception = msg
 
 
 class NamedPrintLoggerFactory:
-    """Makes a ``NamedPrintLogger`` per ``structlog.get_logger(name)``, writing to ``file``."""
+    """Makes a ``NamedPrintLogger`` per ``structlog.get_logger(name)``, writing to ``output``."""
 
-    def __init__(self, file: TextIO) -> None:
-        self._file = file
+    def __init__(self, output: LogOutput) -> None:
+        self._output = output
 
     def __call__(self, *args: Any) -> NamedPrintLogger:
         """A logger named by the first argument, if it is a string."""
         name = args[0] if args and isinstance(args[0], str) else None
-        return NamedPrintLogger(self._file, name)
+        return NamedPrintLogger(self._output, name)
 
 
 class ComponentTagger:
@@ -100,3 +111,12 @@ def add_message(
     if "message" not in event and "event" in event:
         event["message"] = event["event"]
     return event
+
+
+class LogSetup(NamedTuple):
+    """What a command may change about its process's logs once they are configured."""
+
+    component: ComponentTagger
+    """Names the process's component on each line (a long-running command names itself)."""
+    output: LogOutput
+    """Where lines go (a worker gathers its routine lines)."""

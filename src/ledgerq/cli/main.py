@@ -17,6 +17,7 @@ import structlog
 from ledgerq.cli import logs
 from ledgerq.cli.cli_context import CliContext
 from ledgerq.cli.lazy import LazyGroup
+from ledgerq.cli.log_output import LogOutput
 from ledgerq.cli.text_log import TextRenderer
 from ledgerq.core import errors
 from ledgerq.runtime.log_context import merge_job_context
@@ -33,15 +34,16 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
-def configure_logging(level: str, fmt: str, component: str = "cli") -> logs.ComponentTagger:
+def configure_logging(level: str, fmt: str, component: str = "cli") -> logs.LogSetup:
     """Route structlog to stderr as text or JSON lines, each with a ``component`` (see
-    ``logs.ComponentTagger``: returned, so a long-running command can name itself); JSON
-    lines have an upper-case ``level`` and also carry the text as ``message``."""
+    ``logs.ComponentTagger``); JSON lines have an upper-case ``level`` and also carry the
+    text as ``message``."""
     json_lines = fmt == "json"
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json_lines else TextRenderer()
     )
     tagger = logs.ComponentTagger(component)
+    output = LogOutput(cast(TextIO, _CurrentStderr()))
     shape: list[structlog.types.Processor] = [tagger]
     if json_lines:  # a terminal's text lines keep structlog's own level column
         shape += [logs.upper_case_level, logs.add_message]
@@ -56,10 +58,10 @@ def configure_logging(level: str, fmt: str, component: str = "cli") -> logs.Comp
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=logs.NamedPrintLoggerFactory(cast(TextIO, _CurrentStderr())),
+        logger_factory=logs.NamedPrintLoggerFactory(output),
         cache_logger_on_first_use=False,
     )
-    return tagger
+    return logs.LogSetup(tagger, output)
 
 
 _COMMANDS = "ledgerq.cli.commands."
@@ -126,8 +128,8 @@ def cli(
     settings = load_settings(
         app=app_ref, database_url=database_url, log_level="DEBUG" if verbose else None
     )
-    tagger = configure_logging(settings.log_level, settings.log_format)
-    ctx.obj = CliContext(settings=settings, as_json=as_json, log_component=tagger)
+    log_setup = configure_logging(settings.log_level, settings.log_format)
+    ctx.obj = CliContext(settings=settings, as_json=as_json, log_setup=log_setup)
     if database_url is not None:
         ctx.obj.overrides["database_url"] = database_url
     ctx.call_on_close(ctx.obj.close)

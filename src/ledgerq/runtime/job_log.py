@@ -52,15 +52,23 @@ class FailureLines(JobHooks):
 
 
 class EveryJobLines(FailureLines):
-    """A line when each job starts and when each attempt ends, successful ones included."""
+    """A line when each job starts and when each attempt ends, successful ones included.
+
+    These two lines are written for every job, so they go through a logger bound once, when
+    the worker is built (structlog's lazy proxy assembles a logger on every call: about half
+    a line's cost). A logging configuration made after the worker was built does not reach
+    them; ``structlog.testing.capture_logs`` does (it changes the processors in place)."""
+
+    def __init__(self) -> None:
+        self._log = log.bind()
 
     def before_start(self, ctx: JobContext) -> None:
         """``job started``: INFO."""
-        log.info("job started", **_fields(ctx))
+        self._log.info("job started", **_fields(ctx))
 
     def after_success(self, ctx: JobContext, result: object) -> None:
         """``job succeeded`` with its duration: INFO."""
-        log.info("job succeeded", outcome="succeeded", **_fields(ctx), **_duration(ctx))
+        self._log.info("job succeeded", outcome="succeeded", **_fields(ctx), **_duration(ctx))
 
 
 def _fields(ctx: JobContext) -> dict[str, Any]:

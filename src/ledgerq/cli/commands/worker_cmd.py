@@ -199,9 +199,11 @@ def start(
     # Everything imported and built so far lives as long as the worker: keep it out of the
     # garbage collector's full passes, which otherwise stall the running jobs for tens of ms.
     gc.freeze()
+    cli.gather_routine_logs(True)  # a line per job start and end: slots must not wait on writes
     try:
         stats = worker.run()
     finally:
+        cli.gather_routine_logs(False)
         if say_exiting is not None:
             say_exiting()  # the manager no longer takes a silent shutdown for a hang
         gc.unfreeze()  # in case the CLI runs inside a longer-lived process (tests, embedding)
