@@ -41,11 +41,6 @@ class LogOutput:
         self._wake = threading.Event()
         self._writer: threading.Thread | None = None
 
-    @property
-    def gathering(self) -> bool:
-        """Whether routine lines are gathered now."""
-        return self._gathering
-
     def routine(self, line: str) -> None:
         """A DEBUG or INFO line."""
         if not self._gathering or len(self._gathered) >= MAX_GATHERED:
