@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from ledgerq import LedgerQ
+from ledgerq.core.bulk import HintBatch
 from ledgerq.core.job import JobHint
 from ledgerq.transport.redis import RedisTransport
 from ledgerq.transport.redis_push import PUSH_TIMEOUT_SECONDS, READ_AFTER_SECONDS, READ_EVERY
@@ -62,6 +63,35 @@ def test_unread_replies_stay_bounded(transport: RedisTransport, redis_server: Re
     assert sender.waiting == 0
     assert sender.unsent == 0
     assert hinted(redis_server) == list(range(1, 101))
+    sender.close()
+
+
+def test_hints_land_with_their_priority_in_their_queues_set(
+    transport: RedisTransport, redis_server: RedisServer
+) -> None:
+    # The push writes its own wire bytes: every member must reach the right set, as the
+    # score the worker's pop orders by, however the hints mix queues and priorities.
+    sender = transport.pipelined_sender()
+    bulk = HintBatch(list(range(1, 2_501)), "mail", 3)  # three commands of PUSH_CHUNK at most
+    mixed = [
+        JobHint(9_001, "mail", -2),
+        JobHint(9_002, "sms", 0),
+        JobHint(9_003, "sms", 7),
+        JobHint(9_002, "sms", 5),  # given twice in one call: its last priority wins
+        JobHint(9_004, "prüfung ✓", 1),
+    ]
+    sender.submit(bulk)
+    sender.submit(mixed)
+    assert sender.flush(10) and sender.unsent == 0 and sender.waiting == 0
+    with redis_server.client() as raw:
+
+        def scores(queue: str) -> dict[int, float]:
+            key = f"pp:0:queue:{queue}"
+            return {int(m): s for m, s in raw.zrange(key, 0, -1, withscores=True)}
+
+        assert scores("mail") == {**dict.fromkeys(range(1, 2_501), 3.0), 9_001: -2.0}
+        assert scores("sms") == {9_002: 5.0, 9_003: 7.0}
+        assert scores("prüfung ✓") == {9_004: 1.0}
     sender.close()
 
 

@@ -75,3 +75,28 @@ def test_a_hint_batch_pushes_the_same_commands_as_its_hints() -> None:
     assert commands == wire.zadd_commands(list(batch), key)
     assert [count for _, count in commands] == [wire.PUSH_CHUNK, 5]
     assert commands[0][0][:4] == ("ZADD", "lq:q:mail", 2, wire.encode_member(1))
+
+
+def test_a_batchs_packed_push_is_what_redis_py_packs_of_its_commands() -> None:
+    from redis.connection import Connection
+
+    def key(queue: str) -> str:
+        return f"lq:q:{queue}"
+
+    packer = Connection()  # never connected: only its encoder is used
+    for batch in (
+        HintBatch([*range(1, wire.PUSH_CHUNK + 6), 7], "mail", 2),
+        HintBatch([2**63 - 1, 42], "größe", -5),
+    ):
+        payload, counts = wire.packed_zadds(batch, key)
+        commands = wire.zadd_commands(batch, key)
+        assert payload == b"".join(packer.pack_commands([args for args, _ in commands]))
+        assert counts == [count for _, count in commands]
+
+
+def test_a_mixed_push_is_one_command_per_queue_and_priority() -> None:
+    hints = [JobHint(1, "a", 0), JobHint(2, "b", 0), JobHint(3, "a", 1), JobHint(1, "a", 1)]
+    payload, counts = wire.packed_zadds(hints, lambda queue: queue)
+    assert counts == [2, 1]  # a: ids 1 and 3 at priority 1; b: id 2 at priority 0
+    assert payload.count(b"ZADD") == 2
+    assert payload.startswith(b"*6\r\n$4\r\nZADD\r\n$1\r\na\r\n$1\r\n1\r\n$20\r\n")

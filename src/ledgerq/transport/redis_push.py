@@ -99,7 +99,7 @@ class PipelinedPush:
         ``max_outstanding`` replies are unread."""
         if not hints:
             return
-        commands = wire.zadd_commands(hints, self._key)
+        payload, counts = wire.packed_zadds(hints, self._key)
         with self._lock:
             self._forget_after_fork()
             if self._closed or self._outage.skipping():
@@ -117,12 +117,10 @@ class PipelinedPush:
                     # are confirmed while Redis is healthy, and a closed connection is noticed
                     # after a few writes into it (their hints are then counted unsent).
                     self._read(len(self._waiting), deadline=now)
-                connection.send_packed_command(
-                    connection.pack_commands([c for c, _ in commands]), check_health=False
-                )
+                connection.send_packed_command([payload], check_health=False)
                 if not self._waiting or now >= self._read_due:
                     self._read_due = now + READ_AFTER_SECONDS
-                self._waiting.extend(n for _, n in commands)
+                self._waiting.extend(counts)
                 written = True
                 if len(self._waiting) > self._max_outstanding:
                     self._read(len(self._waiting) - self._max_outstanding // 2, deadline=None)

@@ -60,6 +60,49 @@ def zadd_commands(
     return commands
 
 
+def packed_zadds(hints: Sequence[JobHint], key: Callable[[str], str]) -> tuple[bytes, list[int]]:
+    """The ``ZADD`` commands that push ``hints`` in Redis's wire protocol (RESP), as one
+    payload, and each command's member count: one command per queue and priority (chunked by
+    ``PUSH_CHUNK``, an id given twice sent once). For a batch of one queue and priority these
+    are the bytes redis-py's ``pack_commands`` makes of ``zadd_commands``, built with one
+    formatting per command instead of an encoding per argument."""
+    payload: list[bytes] = []
+    counts: list[int] = []
+    for name, by_score in _members_by_key(hints, key).items():
+        encoded_name = name.encode()
+        for score, ids in by_score.items():
+            # One "$len score $20 member" pair per id, formatted from one template: ids are
+            # ints, so "%020d" is exactly ``encode_member``.
+            pair = b"$%d\r\n%b\r\n$%d\r\n%%0%dd\r\n" % (len(score), score, ID_WIDTH, ID_WIDTH)
+            for start in range(0, len(ids), PUSH_CHUNK):
+                chunk = ids[start : start + PUSH_CHUNK]
+                payload.append(
+                    b"*%d\r\n$4\r\nZADD\r\n$%d\r\n%b\r\n"
+                    % (2 + 2 * len(chunk), len(encoded_name), encoded_name)
+                )
+                payload.append(pair * len(chunk) % tuple(chunk))
+                counts.append(len(chunk))
+    return b"".join(payload), counts
+
+
+def _members_by_key(
+    hints: Sequence[JobHint], key: Callable[[str], str]
+) -> dict[str, dict[bytes, list[int]]]:
+    """The hints' ids per set and score (the priority, as Redis reads it), each id once, in
+    order; an id given twice keeps its last priority, as a ``ZADD`` of both would."""
+    if isinstance(hints, HintBatch):  # one queue and priority: no hint object per id
+        return {key(hints.queue): {b"%d" % hints.priority: list(dict.fromkeys(hints.ids))}}
+    latest: dict[str, dict[int, int]] = {}
+    for hint in hints:
+        latest.setdefault(key(hint.queue), {})[hint.job_id] = hint.priority
+    grouped: dict[str, dict[bytes, list[int]]] = {}
+    for name, priorities in latest.items():
+        by_score = grouped[name] = {}
+        for job_id, priority in priorities.items():
+            by_score.setdefault(b"%d" % priority, []).append(job_id)
+    return grouped
+
+
 def decode_text(value: Any) -> str:
     """A reply value (bytes or not) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
