@@ -238,3 +238,72 @@ def test_children_of_a_killed_manager_stop_and_put_their_jobs_back(
         assert fleet.active() == {}
     finally:
         fleet.close()
+
+
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def started_as(method: str, manager_pid: int) -> bool:
+    """Whether every child of the manager was started by ``method``: a fork runs the
+    manager's own command line; an exec'd child is a fresh ``python -m ledgerq.cli.main``
+    without the manager's options."""
+    for pid in children(manager_pid):
+        argv = cmdline(pid)
+        if method == "fork" and argv != cmdline(manager_pid):
+            return False
+        fresh = argv[1:3] == ["-m", "ledgerq.cli.main"] and argv[-1] == "--managed"
+        if method == "exec" and not (fresh and "--processes" not in argv):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("method", ["fork", "exec"])
+def test_children_and_their_replacements_start_by_the_method_and_fail_over(
+    method: str, ledger: Make, procs: Procs
+) -> None:
+    # Forked (the default on Linux), a child starts with the manager's imports done. After
+    # each crash the manager fails the child over on connections of its own and closes them,
+    # then starts the replacement: the replacement works, and so does the manager's failover
+    # of the next crash.
+    db = ledger("postgresql")
+    fleet = Fleet(db.url)
+    options = ("--start-method", "exec") if method == "exec" else ()
+    try:
+        manager = procs.worker(
+            db.url,
+            *("--processes", "2", "--concurrency", "2", "--grace", "5", *options),
+            env=LONG_TTL_ENV,
+        )
+        wait_until(lambda: len(fleet.active()) == 2, timeout=30, what="two children registered")
+        assert started_as(method, manager.pid)
+        for crash in (1, 2):
+            before = set(fleet.active())
+            os.kill(min(before), signal.SIGKILL)
+            failed_over = crash
+
+            def recorded(count: int = failed_over) -> bool:
+                return len(fleet.admin.list_failover_events()) == count
+
+            def replaced(old: set[int] = before) -> bool:
+                active = set(fleet.active())
+                return len(active - old) == 1 and len(active) == 2
+
+            wait_until(recorded, timeout=10, what=f"the manager's failover of crash {crash}")
+            wait_until(replaced, timeout=30, what=f"the replacement of crash {crash} registered")
+        events = fleet.admin.list_failover_events()
+        assert all(e["detected_by"].startswith("manager ") for e in events), events
+        assert started_as(method, manager.pid)
+        ids = [db.effects.slow.enqueue(f"f{i}", 0.05).job_id for i in range(6)]
+        wait_until(lambda: set(db.states()) == {"succeeded"}, timeout=30, what="every job done")
+        assert len(db.effect_rows()) == len(ids) and db.duplicate_rows() == []
+        manager.signal(signal.SIGTERM)
+        assert manager.wait(30) == 0, manager.log()[-3000:]
+        log = manager.log()
+        # Only the two children killed here crashed, and no child lost a connection to one
+        # of the manager's (a child using the manager's pool breaks both sessions).
+        assert log.count("worker process crashed; restarting") == 2, log[-3000:]
+        assert "closed the connection" not in log and "unavailable" not in log, log[-3000:]
+        assert log.count(f"start={method}") == 4, log[-3000:]
+    finally:
+        fleet.close()

@@ -198,3 +198,20 @@ def test_lifetime_figures_in_queue_stats_survive_the_retention_prune(
     assert "since the beginning" in table
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines()]
     assert ["default", "add", "3", "2", "1", "0", "0"] in rows
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--start-method", "exec"], "--start-method"),
+        (["--max-memory", "100"], "--max-memory"),
+        (["--processes", "2", "--once"], "--once"),
+    ],
+)
+def test_a_managers_option_without_a_manager_is_a_usage_error(
+    app_module: str, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    capsys.readouterr()
+    assert main(["worker", "start", *argv]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err

@@ -292,6 +292,19 @@ def rate_backend(settings: Settings, parts: Parts) -> RateLimitBackend:
     return FallbackRates(redis_limiter, parts.limits)
 
 
+def preload(settings: Settings) -> None:
+    """Import what a worker of ``settings`` loads only when it connects (the database's
+    driver and client library, the Redis transport), without connecting: a manager does it
+    before it forks its children, which then start with all of it imported."""
+    from ledgerq.store.engine import normalize_url
+
+    for url in (settings.database_url, settings.database_read_url):
+        if url is not None:
+            normalize_url(url.get_secret_value())
+    if settings.redis_url is not None:
+        _redis_class()
+
+
 def _redis_class() -> type:
     from ledgerq.transport.redis import RedisTransport
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO, cast
 
 import click
@@ -137,12 +137,20 @@ def cli(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (0 ok, 1 error, 2 usage)."""
-    try:
-        code = cli.main(
+    return exit_code_of(
+        lambda: cli.main(
             args=list(argv) if argv is not None else None,
             prog_name="ledgerq",
             standalone_mode=False,
         )
+    )
+
+
+def exit_code_of(run: Callable[[], object]) -> int:
+    """Call ``run`` (a command) and return its exit code, showing a user's mistake or a
+    ledgerq error as one line on stderr, never a traceback."""
+    try:
+        code = run()
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:

@@ -5,6 +5,7 @@ gone, saying when it exits). See ``runtime/manager.py``."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import socket
@@ -35,6 +36,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger("ledgerq.worker")
 
 
+def _child_health_port(health_port: int | None, slot: int) -> int | None:
+    """Child ``slot``'s health port: ``P + slot`` for ``--health-port P``, a free one for 0."""
+    if health_port is None:
+        return None
+    return health_port + slot if health_port else 0
+
+
 def _child_command(slot: int, health_port: int | None) -> list[str]:
     """This process's command line, as a manager's child: the same options (and the same
     LEDGERQ_* environment, inherited) without the manager's own; with ``--health-port P``
@@ -47,22 +55,56 @@ def _child_command(slot: int, health_port: int | None) -> list[str]:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in ("--processes", "--max-memory", "--health-port"):
+        if name in ("--processes", "--max-memory", "--start-method", "--health-port"):
             skip = "=" not in arg
             continue
         child.append(arg)
-    if health_port is not None:
-        child += ["--health-port", str(health_port + slot if health_port else 0)]
+    port = _child_health_port(health_port, slot)
+    if port is not None:
+        child += ["--health-port", str(port)]
     return [sys.executable, "-m", "ledgerq.cli.main", *child, "--managed"]
 
 
+def forked_child(cli: CliContext, health_port: int | None) -> Callable[[int], int]:
+    """What a forked child runs: this very ``worker start`` command as child ``slot`` of its
+    manager (the manager's own options dropped, its health port ``P + slot``), returning the
+    exit code the command would give, with the application closed as at the command's end."""
+    ctx = click.get_current_context()
+    command = ctx.command
+    params = {
+        **ctx.params,
+        "processes": None,
+        "max_memory": None,
+        "start_method": None,
+        "managed": True,
+    }
+
+    def run(slot: int) -> int:
+        from ledgerq.cli.main import exit_code_of
+
+        child = {**params, "health_port": _child_health_port(health_port, slot)}
+        try:
+            return exit_code_of(lambda: ctx.invoke(command, **child))
+        finally:
+            cli.close()
+
+    return run
+
+
 def manage(
-    cli: CliContext, processes: int, max_memory: float | None, health_port: int | None
+    cli: CliContext,
+    processes: int,
+    max_memory: float | None,
+    health_port: int | None,
+    *,
+    fork: bool,
 ) -> int:
-    """Run ``processes`` children of this command under a ``Manager`` until stopped."""
+    """Run ``processes`` children of this command under a ``Manager`` until stopped: forked
+    from this process (``fork``, see ``runtime/forked.py``) or each a fresh interpreter."""
     if health_port is not None and health_port + processes - 1 > 65535:
         raise click.UsageError("--health-port + --processes runs past port 65535")
-    settings = cli.app().settings
+    app = cli.app(tasks_needed=True)
+    settings = app.settings
     manager = Manager(
         lambda slot: _child_command(slot, health_port),
         ManagerOptions(
@@ -72,8 +114,16 @@ def manage(
             # Dead before its leases run out, so a hung body never outlives its failover.
             hang_after_seconds=settings.worker_ttl / 2,
         ),
-        on_crash=lambda pid, how: fail_over_child(cli.app(), pid, how),
+        on_crash=lambda pid, how: fail_over_child(app, pid, how),
+        run_forked=forked_child(cli, health_port) if fork else None,
     )
+    if fork:
+        from ledgerq.app.wiring import preload
+
+        preload(settings)
+        # What the imports built lives in every child: out of the collector's passes, its
+        # pages stay shared with the children instead of being copied by them.
+        gc.freeze()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         manager.request_stop()
@@ -88,6 +138,18 @@ def fail_over_child(app: LedgerQ, pid: int, how: str) -> None:
     fenced, recorded with the manager as the trigger) rather than after WORKER_TTL, and
     announce the jobs put back. A failure only costs time: the fleet's lifeline still fails
     the worker over once its heartbeat is older than the TTL."""
+    from ledgerq.app.application import LedgerQ
+
+    # On an application of its own, closed again: the manager forks its next child from
+    # this process, which must hold no pool, connection or thread by then.
+    private = LedgerQ(settings=app.settings)
+    try:
+        _fail_over(private, pid, how)
+    finally:
+        private.close()
+
+
+def _fail_over(app: LedgerQ, pid: int, how: str) -> None:
     host = socket.gethostname()
     detected_by = f"manager {host}:{os.getpid()}: child {pid} {how}"
     parts = app.parts

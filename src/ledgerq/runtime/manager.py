@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from ledgerq.runtime import probes
+from ledgerq.runtime.forked import ForkedChild, fork_is_safe, start_forked
 
 log = structlog.get_logger("ledgerq.manager")
 
@@ -77,7 +78,7 @@ class ManagerOptions:
 @dataclass
 class _Slot:
     index: int
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | ForkedChild | None = None
     start_at: float = 0.0
     crashes: collections.deque[float] = field(default_factory=collections.deque)
     recycling: bool = False
@@ -91,18 +92,25 @@ class _Slot:
 class Manager:
     """Runs ``command`` (a worker process) ``options.processes`` times and keeps it running.
     ``command`` may be a function of the slot index (0..N-1), e.g. to give each child its own
-    health port. ``run()`` blocks; ``request_stop()`` is signal-safe."""
+    health port. With ``run_forked``, a child is instead a fork of the manager that calls
+    ``run_forked(slot)`` and exits with what it returns (see ``runtime/forked.py``), unless
+    another thread is alive at that moment: then that child is ``command``. ``run()`` blocks;
+    ``request_stop()`` is signal-safe."""
 
     def __init__(
         self,
         command: Sequence[str] | Callable[[int], Sequence[str]],
         options: ManagerOptions,
         on_crash: Callable[[int, str], None] | None = None,
+        *,
+        run_forked: Callable[[int], int] | None = None,
     ) -> None:
         """``on_crash(pid, how)`` (optional) is called in the supervising loop for a child
         that exited abnormally (``how``: "killed by SIGKILL", "exit code 1"), before it is
-        restarted; it must not raise."""
+        restarted; it must not raise, and with ``run_forked`` it must leave no thread and no
+        connection behind (the next child is forked from this process)."""
         self._on_crash = on_crash
+        self._run_forked = run_forked
         fixed = None if callable(command) else list(command)
         self._command_for: Callable[[int], Sequence[str]] = (
             command if callable(command) else (lambda _slot: fixed or [])
@@ -169,17 +177,14 @@ class Manager:
             self._after_crash(slot, pid, code, now)
 
     def _start(self, slot: _Slot) -> None:
-        command = list(self._command_for(slot.index))
+        forked = self._run_forked is not None and fork_is_safe()
         if self._options.hang_after_seconds is None:
-            slot.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            slot.proc = self._launch(slot.index, forked, pulse=None)
         else:
             read_end, write_end = os.pipe()
             os.set_blocking(read_end, False)
-            env = {**os.environ, PULSE_FD_ENV: str(write_end)}
             try:
-                slot.proc = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, pass_fds=(write_end,), env=env
-                )
+                slot.proc = self._launch(slot.index, forked, pulse=(read_end, write_end))
             except BaseException:
                 os.close(read_end)
                 raise
@@ -187,7 +192,33 @@ class Manager:
                 os.close(write_end)
             slot.pulse_fd, slot.last_pulse, slot.killed_hung = read_end, None, None
             slot.exiting = False
-        log.info("worker process started", slot=slot.index, pid=slot.proc.pid)
+        log.info(
+            "worker process started",
+            slot=slot.index,
+            pid=slot.proc.pid,
+            start="fork" if forked else "exec",
+        )
+
+    def _launch(
+        self, index: int, forked: bool, pulse: tuple[int, int] | None
+    ) -> subprocess.Popen[bytes] | ForkedChild:
+        """Start slot ``index``'s child, handing it the write end of its ``pulse`` pipe (read
+        end, write end) through ``PULSE_FD_ENV``."""
+        env = {} if pulse is None else {PULSE_FD_ENV: str(pulse[1])}
+        if forked:
+            run = self._run_forked
+            assert run is not None
+            # The child keeps no read end: once the manager is gone, its pulse write fails.
+            readers = [s.pulse_fd for s in self._slots if s.pulse_fd is not None]
+            readers += [pulse[0]] if pulse is not None else []
+            return start_forked(lambda: run(index), env=env, close_fds=readers)
+        command = list(self._command_for(index))
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            pass_fds=() if pulse is None else (pulse[1],),
+            env={**os.environ, **env},
+        )
 
     def _check_pulse(self, slot: _Slot, now: float) -> None:
         """Read what the child pulsed; kill it once it has been silent too long."""

@@ -108,6 +108,13 @@ def group() -> None:
     type=click.FloatRange(1),
     help="Recycle a managed worker process above N MiB resident memory (with --processes).",
 )
+@click.option(
+    "--start-method",
+    type=click.Choice(["fork", "exec"]),
+    help="How --processes starts each child: fork, a copy of the manager that has imported"
+    " everything and so reaches its first job in milliseconds (the default on Linux), or"
+    " exec, a fresh interpreter that imports it all again (the default elsewhere).",
+)
 @click.option("--managed", is_flag=True, hidden=True, help="Run as a manager's child.")
 @click.option(
     "--scheduler",
@@ -139,6 +146,7 @@ def start(
     processes: int | None,
     max_jobs: int | None,
     max_memory: float | None,
+    start_method: str | None,
     managed: bool,
     with_scheduler: bool,
     pin_cpu: bool | None,
@@ -154,9 +162,11 @@ def start(
     if processes is not None:
         if once:
             raise click.UsageError("--once runs one job in one process; drop --processes")
-        return managed_workers.manage(cli, processes, max_memory, health_port)
-    if max_memory is not None:
-        raise click.UsageError("--max-memory needs --processes (the manager recycles)")
+        fork = start_method == "fork" or (start_method is None and sys.platform == "linux")
+        return managed_workers.manage(cli, processes, max_memory, health_port, fork=fork)
+    if max_memory is not None or start_method is not None:
+        needs = "--max-memory" if max_memory is not None else "--start-method"
+        raise click.UsageError(f"{needs} needs --processes (the manager's option)")
     app = cli.app(tasks_needed=True)
     _refuse_a_ledger_without_tables(app)
     cpu_claim = _pin_to_a_cpu(app, pin_cpu)
