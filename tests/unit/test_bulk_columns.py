@@ -99,4 +99,8 @@ def test_a_mixed_push_is_one_command_per_queue_and_priority() -> None:
     payload, counts = wire.packed_zadds(hints, lambda queue: queue)
     assert counts == [2, 1]  # a: ids 1 and 3 at priority 1; b: id 2 at priority 0
     assert payload.count(b"ZADD") == 2
+    from redis.connection import Connection
+
+    commands = [args for args, _ in wire.zadd_commands(hints, lambda queue: queue)]
+    assert payload == b"".join(Connection().pack_commands(commands))
     assert payload.startswith(b"*6\r\n$4\r\nZADD\r\n$1\r\na\r\n$1\r\n1\r\n$20\r\n")

@@ -6,7 +6,7 @@ dropped, never raised)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -42,65 +42,58 @@ def parse_member(member: Any) -> int | None:
 def zadd_commands(
     hints: Sequence[JobHint], key: Callable[[str], str]
 ) -> list[tuple[tuple[Any, ...], int]]:
-    """The commands that push ``hints``: one ``ZADD key score member ...`` per queue (chunked
-    by ``PUSH_CHUNK``, an id pushed twice in one call sent once), each with its member count."""
-    by_key: dict[str, dict[bytes, int]] = {}
-    if isinstance(hints, HintBatch):  # one queue and priority: no hint object per id
-        by_key[key(hints.queue)] = dict.fromkeys(map(encode_member, hints.ids), hints.priority)
-    else:
-        for hint in hints:
-            by_key.setdefault(key(hint.queue), {})[encode_member(hint.job_id)] = hint.priority
-    commands: list[tuple[tuple[Any, ...], int]] = []
-    for name, members in by_key.items():
-        items = list(members.items())
-        for start in range(0, len(items), PUSH_CHUNK):
-            chunk = items[start : start + PUSH_CHUNK]
-            pairs = (value for member, score in chunk for value in (score, member))
-            commands.append((("ZADD", name, *pairs), len(chunk)))
-    return commands
+    """The commands that push ``hints``: one ``ZADD key score member ...`` per queue and
+    priority (chunked by ``PUSH_CHUNK``, an id pushed twice in one call sent once), each with
+    its member count."""
+    return [
+        (
+            ("ZADD", name, *(v for job_id in chunk for v in (priority, encode_member(job_id)))),
+            len(chunk),
+        )
+        for name, priority, chunk in _chunks(hints, key)
+    ]
 
 
 def packed_zadds(hints: Sequence[JobHint], key: Callable[[str], str]) -> tuple[bytes, list[int]]:
-    """The ``ZADD`` commands that push ``hints`` in Redis's wire protocol (RESP), as one
-    payload, and each command's member count: one command per queue and priority (chunked by
-    ``PUSH_CHUNK``, an id given twice sent once). For a batch of one queue and priority these
-    are the bytes redis-py's ``pack_commands`` makes of ``zadd_commands``, built with one
-    formatting per command instead of an encoding per argument."""
+    """The commands of ``zadd_commands`` in Redis's wire protocol (RESP), as one payload, and
+    each command's member count: the bytes redis-py's ``pack_commands`` makes of them, built
+    with one formatting per command instead of an encoding per argument."""
     payload: list[bytes] = []
     counts: list[int] = []
-    for name, by_score in _members_by_key(hints, key).items():
-        encoded_name = name.encode()
-        for score, ids in by_score.items():
-            # One "$len score $20 member" pair per id, formatted from one template: ids are
-            # ints, so "%020d" is exactly ``encode_member``.
-            pair = b"$%d\r\n%b\r\n$%d\r\n%%0%dd\r\n" % (len(score), score, ID_WIDTH, ID_WIDTH)
-            for start in range(0, len(ids), PUSH_CHUNK):
-                chunk = ids[start : start + PUSH_CHUNK]
-                payload.append(
-                    b"*%d\r\n$4\r\nZADD\r\n$%d\r\n%b\r\n"
-                    % (2 + 2 * len(chunk), len(encoded_name), encoded_name)
-                )
-                payload.append(pair * len(chunk) % tuple(chunk))
-                counts.append(len(chunk))
+    for name, priority, chunk in _chunks(hints, key):
+        encoded_name, score = name.encode(), b"%d" % priority
+        payload.append(
+            b"*%d\r\n$4\r\nZADD\r\n$%d\r\n%b\r\n"
+            % (2 + 2 * len(chunk), len(encoded_name), encoded_name)
+        )
+        # One "$len score $20 member" pair per id, formatted from one template: ids are ints,
+        # so "%020d" is exactly ``encode_member``.
+        pair = b"$%d\r\n%b\r\n$%d\r\n%%0%dd\r\n" % (len(score), score, ID_WIDTH, ID_WIDTH)
+        payload.append(pair * len(chunk) % tuple(chunk))
+        counts.append(len(chunk))
     return b"".join(payload), counts
 
 
-def _members_by_key(
+def _chunks(
     hints: Sequence[JobHint], key: Callable[[str], str]
-) -> dict[str, dict[bytes, list[int]]]:
-    """The hints' ids per set and score (the priority, as Redis reads it), each id once, in
-    order; an id given twice keeps its last priority, as a ``ZADD`` of both would."""
+) -> Iterator[tuple[str, int, list[int]]]:
+    """The hints' ids per set and priority, in chunks of at most ``PUSH_CHUNK``: each id once,
+    in order; an id given twice keeps its last priority, as a ``ZADD`` of both would."""
+    grouped: dict[str, dict[int, list[int]]] = {}
     if isinstance(hints, HintBatch):  # one queue and priority: no hint object per id
-        return {key(hints.queue): {b"%d" % hints.priority: list(dict.fromkeys(hints.ids))}}
-    latest: dict[str, dict[int, int]] = {}
-    for hint in hints:
-        latest.setdefault(key(hint.queue), {})[hint.job_id] = hint.priority
-    grouped: dict[str, dict[bytes, list[int]]] = {}
-    for name, priorities in latest.items():
-        by_score = grouped[name] = {}
-        for job_id, priority in priorities.items():
-            by_score.setdefault(b"%d" % priority, []).append(job_id)
-    return grouped
+        grouped[key(hints.queue)] = {hints.priority: list(dict.fromkeys(hints.ids))}
+    else:
+        latest: dict[str, dict[int, int]] = {}
+        for hint in hints:
+            latest.setdefault(key(hint.queue), {})[hint.job_id] = hint.priority
+        for name, priorities in latest.items():
+            by_priority = grouped[name] = {}
+            for job_id, priority in priorities.items():
+                by_priority.setdefault(priority, []).append(job_id)
+    for name, by_priority in grouped.items():
+        for priority, ids in by_priority.items():
+            for start in range(0, len(ids), PUSH_CHUNK):
+                yield name, priority, ids[start : start + PUSH_CHUNK]
 
 
 def decode_text(value: Any) -> str:
