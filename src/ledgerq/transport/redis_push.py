@@ -1,10 +1,10 @@
 """PipelinedPush: a producer's hints go to Redis on the caller's thread, right after the
 commit, without waiting for Redis's reply (``REDIS_PUSH=pipelined``, the default).
 
-Each ``submit`` writes one ``ZADD`` per queue to a connection of its own and returns; the
-replies are read later, in batches: once ``READ_EVERY`` are unread, or the oldest unread was
-written ``READ_AFTER_SECONDS`` ago, a ``submit`` reads those already come (one poll, no
-wait); the rest are read by ``flush``, or by a ``submit`` once ``max_outstanding`` are
+Each ``submit`` writes one ``ZADD`` per queue and priority to a connection of its own and
+returns; the replies are read later, in batches: once ``READ_EVERY`` are unread, or the
+oldest unread was written ``READ_AFTER_SECONDS`` ago, a ``submit`` reads those already come
+(one poll, no wait); the rest are read by ``flush``, or by a ``submit`` once ``max_outstanding`` are
 unread. Polling at every ``submit`` cost 20-25 us of its 120-150 (a poll and a read for one
 4-byte reply; 2-core VM, 2026-12-07), a fifth of the push. Against a push that waits for its
 reply this saves the round trip and most of redis-py's per-command work (29 us of client CPU
