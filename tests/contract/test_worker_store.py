@@ -230,6 +230,34 @@ def test_orphaned_running_jobs_are_rescued_after_their_lease(
     assert forced.requeued == (other,)
 
 
+def test_a_claim_committed_after_its_workers_failover_is_rescued_after_its_lease(
+    stores: tuple[SqlJobStore, SqlFleetAdmin],
+) -> None:
+    # A claim sent just before its worker was cut off can commit after the failover read the
+    # worker's running jobs. Claims do not check the worker's state (that would cost every
+    # claim a read of its worker's row), so the job runs on under the dead worker's id until
+    # its lease runs out; then the next failover pass puts it back as an orphan.
+    js, ws = stores
+    register(ws, "cut-off")
+    (late_id, _) = [r.job_id for r in js.insert_jobs([new(), new()])]
+    (event,) = wait_until(
+        lambda: ws.fail_over_workers(ttl_seconds=0.05, detected_by="t"), what="failed over"
+    )
+    assert event.worker_id == "cut-off" and event.requeued == ()
+    [late] = js.claim_jobs(queues=["q"], worker_id="cut-off", limit=1, lease_seconds=0.3)
+    assert late.id == late_id and js.get_job(late_id).state is S.RUNNING
+    (rescue,) = wait_until(
+        lambda: ws.fail_over_workers(ttl_seconds=30, detected_by="t"), what="orphan rescued"
+    )
+    assert rescue.worker_id == "cut-off" and rescue.requeued == (late_id,)
+    assert js.get_job(late_id).state is S.QUEUED
+    # The late attempt's completion is refused; the job is claimable again as attempt 2.
+    done = js.complete_jobs([Completion(Claim(late.id, late.attempt), S.SUCCEEDED)])
+    assert done == [False]
+    [again] = js.claim_jobs(queues=["q"], worker_id="other", limit=1, lease_seconds=60)
+    assert (again.id, again.attempt) == (late_id, 2)
+
+
 def test_a_lease_nobody_renews_is_rescued_even_from_an_active_worker(
     stores: tuple[SqlJobStore, SqlFleetAdmin],
 ) -> None:
