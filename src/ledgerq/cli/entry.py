@@ -17,8 +17,10 @@ def main() -> int:
     """Import the CLI with the collector paused, then run it (see ``ledgerq.cli.main``)."""
     gc.disable()
     try:
+        from ledgerq.cli.lazy import freeze_command_imports
         from ledgerq.cli.main import main as run_cli
     finally:
         gc.enable()
     gc.freeze()
+    freeze_command_imports()  # the command's own import (most of it) is paused and frozen too
     return run_cli()

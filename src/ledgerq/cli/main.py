@@ -6,6 +6,7 @@ exits non-zero; tracebacks are for bugs only.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ import structlog
 
 from ledgerq.cli import logs
 from ledgerq.cli.cli_context import CliContext
-from ledgerq.cli.lazy import LazyGroup
+from ledgerq.cli.lazy import LazyGroup, freeze_command_imports
 from ledgerq.cli.log_output import LogOutput
 from ledgerq.cli.text_log import TextRenderer
 from ledgerq.core import errors
@@ -168,4 +169,8 @@ def exit_code_of(run: Callable[[], object]) -> int:
 
 
 if __name__ == "__main__":
+    # ``python -m ledgerq.cli.main`` (a manager's exec'd children, a worker replacing itself)
+    # owns its process as the console script does (``ledgerq.cli.entry``).
+    gc.freeze()
+    freeze_command_imports()
     sys.exit(main())

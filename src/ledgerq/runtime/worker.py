@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from collections.abc import Callable
 
 import structlog
 
@@ -249,8 +250,10 @@ class Worker:
         self._immediate = self._immediate or immediate
         self._stop_requested = True
 
-    def run(self) -> WorkerStats:
-        """Run until stopped, the job budget is spent, or (burst) the queues are empty."""
+    def run(self, *, on_started: Callable[[], None] | None = None) -> WorkerStats:
+        """Run until stopped, the job budget is spent, or (burst) the queues are empty;
+        ``on_started`` is called once every service runs (the command line resumes Python's
+        garbage collector there)."""
         log.info(
             "worker starting",
             worker_id=self.id,
@@ -258,6 +261,8 @@ class Worker:
             concurrency=self.options.concurrency,
         )
         self._group.start()
+        if on_started is not None:
+            on_started()
         # Join in short slices so a signal handler's flag is seen promptly.
         while self._fetcher.thread.is_alive() and not self._stop_requested:
             self._fetcher.thread.join(0.05)
