@@ -91,6 +91,10 @@ def test_completion_is_fenced_on_attempt_and_state(store: SqlJobStore) -> None:
     stale = Completion(Claim(job_id, first.attempt), S.SUCCEEDED, result_json='"old"')
     fresh = Completion(Claim(job_id, second.attempt), S.SUCCEEDED, result_json='"new"')
     assert store.heartbeat_jobs([Claim(job_id, first.attempt)], lease_seconds=30) == [False]
+    # Both attempts in one group: each entry is fenced on its own attempt, in either order.
+    both = [Claim(job_id, first.attempt), Claim(job_id, second.attempt)]
+    assert store.heartbeat_jobs(both, lease_seconds=30) == [False, True]
+    assert store.heartbeat_jobs(both[::-1], lease_seconds=30) == [True, False]
     assert store.complete_jobs([stale, fresh]) == [False, True]
     job = store.get_job(job_id)
     assert (job.state, job.result_json, job.attempt) == (S.SUCCEEDED, '"new"', 2)

@@ -372,3 +372,11 @@ def test_sessions_speak_utc_so_claimed_timestamps_need_no_conversion(
     finally:
         relaxed.dispose()
         engine.dispose()
+
+
+def test_a_group_with_two_attempts_of_one_job_is_split_so_each_statement_takes_an_id_once() -> None:
+    # Entries are found by job id, then fenced on the attempt: two attempts of one job in one
+    # statement would find the first entry for both. Order is kept within each part.
+    assert pg.unique_id_parts([(5, 1), (7, 1), (9, 2)]) == [[0, 1, 2]]
+    assert pg.unique_id_parts([(5, 1), (7, 1), (5, 2), (8, 1), (5, 3)]) == [[0, 1, 3], [2], [4]]
+    assert pg.unique_id_parts([]) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -233,19 +233,27 @@ class PostgresDriver(Dialect):
     def complete_group(
         self, conn: Connection, params: Sequence[dict[str, Any]]
     ) -> list[bool] | None:
-        rows = conn.execute(pg.COMPLETE_GROUP, pg.complete_group_values(params)).all()
-        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
+        def run(part: Sequence[dict[str, Any]]) -> Sequence[Any]:
+            return conn.execute(pg.COMPLETE_GROUP, pg.complete_group_values(part)).all()
+
+        return _by_unique_ids(params, run)
 
     def complete_alone(self, tx: Sessions, params: Sequence[dict[str, Any]]) -> list[bool] | None:
-        rows = self.fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(params))
-        return pg.applied(((p["claim_id"], p["claim_attempt"]) for p in params), rows)
+        def run(part: Sequence[dict[str, Any]]) -> Sequence[Any]:
+            return self.fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(part))
+
+        return _by_unique_ids(params, run)
 
     def heartbeat_alone(
         self, tx: Sessions, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
     ) -> list[bool] | None:
-        values = pg.heartbeat_values(ids, attempts, lease_seconds)
-        rows = self.fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
-        return pg.applied(zip(ids, attempts, strict=True), rows)
+        def run(part: Sequence[dict[str, Any]]) -> Sequence[Any]:
+            ids_, attempts_ = [p["claim_id"] for p in part], [p["claim_attempt"] for p in part]
+            values = pg.heartbeat_values(ids_, attempts_, lease_seconds)
+            return self.fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
+
+        claims = [{"claim_id": i, "claim_attempt": a} for i, a in zip(ids, attempts, strict=True)]
+        return _by_unique_ids(claims, run)
 
     def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
         if ends:
@@ -331,3 +339,22 @@ class PostgresDriver(Dialect):
         if "ledger_schema" not in conn.info:
             conn.info["ledger_schema"] = conn.execute(sa.select(sa.func.current_schema())).scalar()
         return zlib.crc32(f"{conn.info['ledger_schema']}:{name}".encode())
+
+
+def _by_unique_ids(
+    params: Sequence[dict[str, Any]], run: Callable[[Sequence[dict[str, Any]]], Sequence[Any]]
+) -> list[bool]:
+    """Run a statement that writes running jobs (``run``: its (id, attempt) rows back) over
+    ``params`` (``claim_id``, ``claim_attempt`` each) and say, per entry, whether its write was
+    applied. Each statement takes each job id once (``statements.unique_id_parts``): nearly
+    always one statement; two or more when a group holds two attempts of one job."""
+    keys = [(int(p["claim_id"]), int(p["claim_attempt"])) for p in params]
+    parts = pg.unique_id_parts(keys)
+    if len(parts) == 1:
+        return pg.applied(keys, run(params))
+    applied = [False] * len(keys)
+    for part in parts:
+        rows = run([params[i] for i in part])
+        for i, done in zip(part, pg.applied([keys[i] for i in part], rows), strict=True):
+            applied[i] = done
+    return applied
