@@ -68,6 +68,11 @@ class SqlBatchStore(SqlTransactions):
     def get_batch(self, batch_id: int) -> BatchStatus:
         """Return the batch with its members per state, or raise ``BatchNotFound``."""
         with self._read() as conn:
+            # Members first: the transaction that finishes the last member also sets the
+            # callbacks' fired times, so a row read after counts that show it finished shows
+            # them too. (Under READ COMMITTED each statement reads anew: the other order once
+            # gave a waiter every member finished and no callback fired.)
+            counts = member_counts(conn, batch_id)
             found: Any = (
                 conn.execute(sa.select(*batches.c).where(batches.c.id == batch_id))
                 .mappings()
@@ -75,7 +80,6 @@ class SqlBatchStore(SqlTransactions):
             )
             if found is None:
                 raise BatchNotFound(batch_id)
-            counts = member_counts(conn, batch_id)
         return _status(found, counts)
 
     def list_batches(self, *, limit: int = 50) -> list[BatchStatus]:
