@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from ledgerq.core.batches import BatchNotFound
+from ledgerq.core.batches import BatchEvent, BatchNotFound
 from ledgerq.core.job import Claim
 from ledgerq.core.ports import Completion
 from ledgerq.core.states import JobState
+from ledgerq.store import batch_store
 from ledgerq.store.batch_store import SqlBatchStore
 from ledgerq.store.jobs import SqlJobStore
 from tests.contract.conftest import new_job
@@ -40,3 +41,26 @@ def test_batches_are_listed_newest_first_with_members_per_state(engine: sa.Engin
     assert [j.id for j in batches.list_members(second, limit=2)] == [r.job_id for r in members[:2]]
     with pytest.raises(BatchNotFound):
         batches.list_members(second + 100)
+
+
+def test_a_batch_read_while_its_last_member_finishes_shows_that_members_callbacks_fired(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The last member's completion commits, with the callbacks' fired times, while the read
+    # is under way: the status must not show every member finished and no callback fired.
+    jobs = SqlJobStore(engine)
+    batches = SqlBatchStore(jobs)
+    batch_id, _ = batches.create_batch([new_job("c")], {})
+    (member,) = jobs.claim_jobs(queues=["c"], worker_id="w", limit=1, lease_seconds=30)
+    counted = batch_store.member_counts
+
+    def finished_meanwhile(conn: sa.Connection, of_batch: int) -> dict[JobState, int]:
+        done = Completion(Claim(member.id, member.attempt), S.SUCCEEDED, batch_id=batch_id)
+        assert jobs.complete_jobs([done]) == [True]
+        return counted(conn, of_batch)
+
+    monkeypatch.setattr(batch_store, "member_counts", finished_meanwhile)
+    status = batches.get_batch(batch_id)
+    assert status.finished == status.size == 1
+    assert status.fired_at[BatchEvent.COMPLETE] is not None
+    assert status.fired_at[BatchEvent.SUCCESS] is not None

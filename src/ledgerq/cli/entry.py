@@ -21,6 +21,5 @@ def main() -> int:
         from ledgerq.cli.main import main as run_cli
     finally:
         gc.enable()
-    gc.freeze()
-    freeze_command_imports()  # the command's own import (most of it) is paused and frozen too
+    freeze_command_imports()  # these imports, and the command's own (most of it) when named
     return run_cli()

@@ -19,10 +19,12 @@ _freezing_imports = False
 
 
 def freeze_command_imports() -> None:
-    """From now on, freeze what each command's import built (``gc.freeze()``), so the
-    collector's passes never walk the modules again. Only the console script asks for it, as
-    it owns its process; a process that runs the CLI inside itself (tests) does not."""
+    """Freeze what is imported so far (``gc.freeze()``) and, from now on, what each command's
+    import builds, so the collector's passes never walk the modules again. Only a process the
+    CLI owns asks for it (the console script, ``python -m ledgerq.cli.main``); a process that
+    runs the CLI inside itself (tests) does not."""
     global _freezing_imports
+    gc.freeze()
     _freezing_imports = True
 
 

@@ -6,7 +6,6 @@ exits non-zero; tracebacks are for bugs only.
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -171,6 +170,5 @@ def exit_code_of(run: Callable[[], object]) -> int:
 if __name__ == "__main__":
     # ``python -m ledgerq.cli.main`` (a manager's exec'd children, a worker replacing itself)
     # owns its process as the console script does (``ledgerq.cli.entry``).
-    gc.freeze()
     freeze_command_imports()
     sys.exit(main())

@@ -236,24 +236,24 @@ class PostgresDriver(Dialect):
         def run(part: Sequence[dict[str, Any]]) -> Sequence[Any]:
             return conn.execute(pg.COMPLETE_GROUP, pg.complete_group_values(part)).all()
 
-        return _by_unique_ids(params, run)
+        return _by_unique_ids(_claim_keys(params), lambda at: run([params[i] for i in at]))
 
     def complete_alone(self, tx: Sessions, params: Sequence[dict[str, Any]]) -> list[bool] | None:
         def run(part: Sequence[dict[str, Any]]) -> Sequence[Any]:
             return self.fast.rows(pg.COMPLETE_GROUP, pg.complete_group_values(part))
 
-        return _by_unique_ids(params, run)
+        return _by_unique_ids(_claim_keys(params), lambda at: run([params[i] for i in at]))
 
     def heartbeat_alone(
         self, tx: Sessions, ids: Sequence[int], attempts: Sequence[int], lease_seconds: float
     ) -> list[bool] | None:
-        def run(part: Sequence[dict[str, Any]]) -> Sequence[Any]:
-            ids_, attempts_ = [p["claim_id"] for p in part], [p["claim_attempt"] for p in part]
-            values = pg.heartbeat_values(ids_, attempts_, lease_seconds)
+        def run(at: Sequence[int]) -> Sequence[Any]:
+            values = pg.heartbeat_values(
+                [ids[i] for i in at], [attempts[i] for i in at], lease_seconds
+            )
             return self.fast.rows(pg.HEARTBEAT_GROUP, values, relaxed=True)
 
-        claims = [{"claim_id": i, "claim_attempt": a} for i, a in zip(ids, attempts, strict=True)]
-        return _by_unique_ids(claims, run)
+        return _by_unique_ids(list(zip(ids, attempts, strict=True)), run)
 
     def end_assignments(self, conn: Connection, ends: Sequence[tuple[int, int, str]]) -> None:
         if ends:
@@ -341,20 +341,22 @@ class PostgresDriver(Dialect):
         return zlib.crc32(f"{conn.info['ledger_schema']}:{name}".encode())
 
 
+def _claim_keys(params: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+    """The (id, attempt) of each outcome's claim."""
+    return [(int(p["claim_id"]), int(p["claim_attempt"])) for p in params]
+
+
 def _by_unique_ids(
-    params: Sequence[dict[str, Any]], run: Callable[[Sequence[dict[str, Any]]], Sequence[Any]]
+    keys: Sequence[tuple[int, int]], run: Callable[[Sequence[int]], Sequence[Any]]
 ) -> list[bool]:
-    """Run a statement that writes running jobs (``run``: its (id, attempt) rows back) over
-    ``params`` (``claim_id``, ``claim_attempt`` each) and say, per entry, whether its write was
-    applied. Each statement takes each job id once (``statements.unique_id_parts``): nearly
-    always one statement; two or more when a group holds two attempts of one job."""
-    keys = [(int(p["claim_id"]), int(p["claim_attempt"])) for p in params]
-    parts = pg.unique_id_parts(keys)
-    if len(parts) == 1:
-        return pg.applied(keys, run(params))
+    """Run a statement that writes running jobs over the entries at some positions of
+    ``keys`` ((id, attempt) pairs; ``run`` returns the (id, attempt) rows it wrote) and say,
+    per entry, whether its write was applied. Each statement takes each job id once
+    (``statements.unique_id_parts``): nearly always one statement over every entry; more when
+    a group holds two attempts of one job."""
     applied = [False] * len(keys)
-    for part in parts:
-        rows = run([params[i] for i in part])
+    for part in pg.unique_id_parts(keys):
+        rows = run(part)
         for i, done in zip(part, pg.applied([keys[i] for i in part], rows), strict=True):
             applied[i] = done
     return applied
